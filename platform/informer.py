@@ -1,0 +1,139 @@
+"""An informer: a watched, in-memory copy of one kind of object.
+
+It lists, then watches from the list's resourceVersion; it resumes each watch from the last
+version it saw (bookmarks included), relists on 410 Gone, and backs off on errors. Handlers
+are called with (old, new) for every change; either is None for an add or a delete. A relist
+reports the differences it finds, so no change is lost while a watch was down.
+Objects are stored after `transform` (trim what no one reads, such as managedFields).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from userland.platform.kube import JSON, Gone, KubeClient, KubeError, Resource
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[JSON | None, JSON | None], None]
+Key = tuple[str, str]
+
+
+def object_key(obj: JSON) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def drop_managed_fields(obj: JSON) -> JSON:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class Informer:
+    def __init__(self, client: KubeClient, resource: Resource,
+                 namespaces: Iterable[str] = (), *, label_selector: str | None = None,
+                 transform: Callable[[JSON], JSON] = drop_managed_fields,
+                 watch_timeout: int = 300) -> None:
+        self.client = client
+        self.resource = resource
+        # No namespaces: one cluster-wide watch.
+        self.namespaces: tuple[str | None, ...] = tuple(namespaces) or (None,)
+        self.label_selector = label_selector
+        self.transform = transform
+        self.watch_timeout = watch_timeout
+        self.store: dict[Key, JSON] = {}
+        self.handlers: list[Handler] = []
+        self._synced = {ns: asyncio.Event() for ns in self.namespaces}
+        self.healthy = True
+        self.relists = 0
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def get(self, namespace: str, name: str) -> JSON | None:
+        return self.store.get((namespace, name))
+
+    def items(self) -> list[JSON]:
+        return list(self.store.values())
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(event.wait() for event in self._synced.values()))
+
+    @property
+    def synced(self) -> bool:
+        return all(event.is_set() for event in self._synced.values())
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._run_namespace(ns) for ns in self.namespaces))
+
+    def _emit(self, old: JSON | None, new: JSON | None) -> None:
+        for handler in self.handlers:
+            try:
+                handler(old, new)
+            except Exception:  # a handler bug must not stop the watch
+                log.exception("informer handler failed", extra={"kind": self.resource.kind})
+
+    def _apply(self, event_type: str, raw: JSON) -> None:
+        obj = self.transform(raw)
+        key = object_key(obj)
+        old = self.store.get(key)
+        if event_type == "DELETED":
+            if self.store.pop(key, None) is not None:
+                self._emit(old, None)
+            return
+        self.store[key] = obj
+        self._emit(old, obj)
+
+    def _replace(self, namespace: str | None, items: list[JSON]) -> None:
+        fresh = {object_key(o): o for o in map(self.transform, items)}
+        stale = [k for k in self.store if (namespace is None or k[0] == namespace) and k not in fresh]
+        for key in stale:
+            self._emit(self.store.pop(key), None)
+        for key, obj in fresh.items():
+            old = self.store.get(key)
+            self.store[key] = obj
+            if old is None or _version(old) != _version(obj):
+                self._emit(old, obj)
+
+    async def _run_namespace(self, namespace: str | None) -> None:
+        backoff = 0.5
+        version = ""
+        while True:
+            try:
+                if not version:
+                    listing = await self.client.list(self.resource, namespace,
+                                                     label_selector=self.label_selector)
+                    self.relists += 1
+                    self._replace(namespace, listing["items"])
+                    version = str(listing["metadata"].get("resourceVersion", ""))
+                    self._synced[namespace].set()
+                async for event in self.client.watch(
+                        self.resource, namespace, version,
+                        label_selector=self.label_selector, timeout_seconds=self.watch_timeout):
+                    obj: JSON = event.get("object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    if event.get("type") != "BOOKMARK":
+                        self._apply(str(event.get("type")), obj)
+                self.healthy = True
+                backoff = 0.5
+            except Gone:
+                log.info("watch expired, relisting", extra={"kind": self.resource.kind})
+                version = ""
+            except asyncio.CancelledError:
+                raise
+            except (KubeError, ValueError) as err:
+                self.healthy = False
+                log.warning("watch failed, retrying", extra={
+                    "kind": self.resource.kind, "error": str(err), "retry_in": round(backoff, 2)})
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, 30.0)
+
+
+def _version(obj: JSON) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")

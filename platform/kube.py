@@ -1,0 +1,281 @@
+"""The Kubernetes I/O edge: one small JSON client shared by every component.
+
+kubernetes-asyncio loads the configuration (in-cluster service account, or a kubeconfig)
+and keeps bearer tokens fresh; requests go over one pooled aiohttp session as plain JSON
+dicts, which is much cheaper than the generated model classes at thousands of objects.
+API errors are translated here, once, into the exceptions below; callers see nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
+
+from userland.platform import naming
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+TEMPLATES = Resource(naming.GROUP, naming.VERSION, "templates", "Template")
+USERLANDS = Resource(naming.GROUP, naming.VERSION, "userlands", "Userland")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+SERVICES = Resource("", "v1", "services", "Service")
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod")
+
+
+class KubeError(Exception):
+    """Any failed API request. `status` is the HTTP status (0 when none came back)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class TemporaryError(KubeError):
+    """Worth retrying later: connection trouble, 429, 5xx, conflicts."""
+
+
+class PermanentError(KubeError):
+    """Retrying the same request will fail the same way (400, 403, 422 ...)."""
+
+
+class NotFound(PermanentError):
+    pass
+
+
+class AlreadyExists(TemporaryError):
+    """409 on create: the object is there (treat as success after re-reading)."""
+
+
+class Conflict(TemporaryError):
+    """409 on update: the resourceVersion moved on; re-read and retry."""
+
+
+class Gone(TemporaryError):
+    """410: the watch's resourceVersion is too old; relist."""
+
+
+class Invalid(PermanentError):
+    """422: the API server refused the object; `message` is its own explanation."""
+
+
+def _error_for(status: int, body: bytes) -> KubeError:
+    try:
+        status_obj = json.loads(body)
+        reason = str(status_obj.get("reason", ""))
+        message = str(status_obj.get("message", ""))
+    except ValueError:
+        reason, message = "", body[:500].decode(errors="replace")
+    if status == 404:
+        return NotFound(status, reason or "NotFound", message)
+    if status == 409:
+        cls = AlreadyExists if reason == "AlreadyExists" else Conflict
+        return cls(status, reason, message)
+    if status == 410:
+        return Gone(status, reason or "Expired", message)
+    if status == 422:
+        return Invalid(status, reason or "Invalid", message)
+    if status == 429 or status >= 500:
+        return TemporaryError(status, reason, message)
+    return PermanentError(status, reason, message)
+
+
+async def load_configuration(kubeconfig: str | None = None) -> Configuration:
+    """In-cluster config when running in a pod (and no kubeconfig is named), else a kubeconfig."""
+    config = Configuration()
+    if kubeconfig is None:
+        try:
+            load_incluster_config(client_configuration=config)
+            return config
+        except ConfigException:
+            pass
+    await load_kube_config(config_file=kubeconfig, client_configuration=config)
+    return config
+
+
+class KubeClient:
+    """JSON requests to the API server over one pooled connection set.
+
+    `writes` counts mutating requests by verb and kind, for metrics and benchmarks.
+    """
+
+    def __init__(self, config: Configuration, *, pool_size: int = 64) -> None:
+        self._config = config
+        self._host = config.host.rstrip("/")
+        ssl_ctx = ssl.create_default_context(cafile=config.ssl_ca_cert)
+        if config.cert_file:
+            ssl_ctx.load_cert_chain(config.cert_file, keyfile=config.key_file)
+        if not config.verify_ssl:
+            ssl_ctx.check_hostname = False
+            ssl_ctx.verify_mode = ssl.CERT_NONE
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=pool_size, ssl=ssl_ctx),
+            # Watch lines can hold large objects (etcd allows 1.5 MiB).
+            read_bufsize=2**21,
+        )
+        self.writes: Counter[tuple[str, str]] = Counter()
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 64) -> KubeClient:
+        return cls(await load_configuration(kubeconfig), pool_size=pool_size)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _headers(self, content_type: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        token = await self._config.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["Authorization"] = token
+        elif self._config.username:
+            headers["Authorization"] = self._config.get_basic_auth_token()
+        return headers
+
+    async def request(self, method: str, path: str, *, body: Any = None,
+                      query: dict[str, str] | None = None,
+                      content_type: str = "application/json",
+                      timeout: float = 30.0) -> JSON:
+        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        try:
+            async with self._session.request(
+                method, url, data=data, headers=await self._headers(content_type),
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:
+                payload = await response.read()
+                if response.status >= 400:
+                    raise _error_for(response.status, payload)
+                result: JSON = json.loads(payload) if payload else {}
+                return result
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            raise TemporaryError(0, "Unreachable", f"{method} {path}: {err!r}") from None
+
+    def _count(self, verb: str, resource: Resource, subresource: str | None = None) -> None:
+        self.writes[(verb, resource.kind + (f"/{subresource}" if subresource else ""))] += 1
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        return await self.request("GET", resource.path(namespace, name))
+
+    async def list(self, resource: Resource, namespace: str | None = None, *,
+                   label_selector: str | None = None, limit: int = 500) -> JSON:
+        """All items (following `continue` pages) with the list's resourceVersion."""
+        items: list[JSON] = []
+        query: dict[str, str] = {"limit": str(limit)}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        while True:
+            page = await self.request("GET", resource.path(namespace), query=query, timeout=120)
+            items.extend(page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return {"items": items, "metadata": page.get("metadata") or {}}
+            query["continue"] = cont
+
+    async def create(self, resource: Resource, namespace: str | None, body: JSON, *,
+                     dry_run: bool = False) -> JSON:
+        query = {"dryRun": "All"} if dry_run else None
+        if not dry_run:
+            self._count("create", resource)
+        return await self.request("POST", resource.path(namespace), body=body, query=query)
+
+    async def merge_patch(self, resource: Resource, namespace: str | None, name: str,
+                          patch: JSON, *, subresource: str | None = None) -> JSON:
+        self._count("patch", resource, subresource)
+        return await self.request("PATCH", resource.path(namespace, name, subresource),
+                                  body=patch, content_type=MERGE_PATCH)
+
+    async def replace(self, resource: Resource, namespace: str | None, name: str,
+                      body: JSON) -> JSON:
+        self._count("update", resource)
+        return await self.request("PUT", resource.path(namespace, name), body=body)
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str, *,
+                     propagation: str | None = None) -> JSON:
+        self._count("delete", resource)
+        body = {"propagationPolicy": propagation} if propagation else None
+        return await self.request("DELETE", resource.path(namespace, name), body=body)
+
+    async def watch(self, resource: Resource, namespace: str | None, resource_version: str, *,
+                    label_selector: str | None = None,
+                    timeout_seconds: int = 300) -> AsyncIterator[JSON]:
+        """Yield watch events from `resource_version` until the server ends the watch.
+
+        Raises Gone when the version is too old (the caller relists), and TemporaryError
+        for connection trouble. BOOKMARK events are yielded so callers can advance.
+        """
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        url = self._host + resource.path(namespace) + "?" + urlencode(query)
+        try:
+            async with self._session.get(
+                url, headers=await self._headers(),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
+                                              sock_read=timeout_seconds + 30),
+            ) as response:
+                if response.status >= 400:
+                    raise _error_for(response.status, await response.read())
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event: JSON = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise _error_for(int(status.get("code") or 500), json.dumps(status).encode())
+                    yield event
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            raise TemporaryError(0, "Unreachable", f"watch {resource.plural}: {err!r}") from None

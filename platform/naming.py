@@ -1,0 +1,116 @@
+"""Naming rules: logins, child object names and labels, shared by every component.
+
+Every name built here is a valid DNS-1123 label (at most 63 characters, lowercase
+alphanumerics and '-', starting and ending with an alphanumeric) for every valid login and
+template name. Names that would be too long are shortened with a hash of the full name,
+so two different inputs never share a name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# A GitHub login: 1-39 alphanumerics or single hyphens, not starting or ending with one.
+LOGIN_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$"
+_LOGIN_RE = re.compile(LOGIN_PATTERN)
+# A Kubernetes object name that is also a DNS-1123 label (Templates must be one).
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_LABEL_RE = re.compile(DNS_LABEL_PATTERN)
+DNS_LABEL_MAX = 63
+TEMPLATE_NAME_MAX = 63
+
+GROUP = "userland.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+LABEL_USER = "userland.dev/user"
+LABEL_TEMPLATE = "userland.dev/template"
+LABEL_USERLAND = "userland.dev/userland"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "userland-operator"
+ANNOTATION_SPEC_HASH = "userland.dev/spec-hash"
+ANNOTATION_UPSTREAM = "userland.dev/upstream"
+FINALIZER_PVC = "userland.dev/delete-storage"
+
+_SUFFIX_SERVICE = "-svc"
+_SUFFIX_DATA = "-data"
+# The longest suffix any child adds; base names leave room for it.
+_LONGEST_SUFFIX = max(len(_SUFFIX_SERVICE), len(_SUFFIX_DATA))
+_HASH_LEN = 10
+# Longest plain `<template>-<user>`; a shortened name is exactly one longer (see base_name).
+_PLAIN_MAX = DNS_LABEL_MAX - _LONGEST_SUFFIX - 1
+
+
+class InvalidName(ValueError):
+    """A login or template name that breaks the naming rules."""
+
+
+def is_valid_login(login: str) -> bool:
+    return bool(_LOGIN_RE.match(login))
+
+
+def normalize_login(login: str) -> str:
+    """Lowercase a GitHub login (logins are case-insensitive) after checking it."""
+    if not is_valid_login(login):
+        raise InvalidName(
+            f"invalid GitHub login {login!r}: use 1-39 letters, digits or single hyphens, "
+            "not starting or ending with a hyphen"
+        )
+    return login.lower()
+
+
+def is_valid_dns_label(name: str) -> bool:
+    return len(name) <= DNS_LABEL_MAX and bool(_DNS_LABEL_RE.match(name))
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LEN]
+
+
+def base_name(template: str, user: str) -> str:
+    """`<template>-<user>`, shortened with a hash when a child's name would exceed 63.
+
+    Unshortened names are at most `_PLAIN_MAX` long; shortened ones are always exactly one
+    character longer and end in a hash of the full template and user, so a shortened name
+    can never equal an unshortened one, and two shortened ones differ by their hash.
+    (`a-b` + `c` and `a` + `b-c` would share `a-b-c`: the operator's ownership check
+    refuses to adopt a child owned by another Userland, see the operator's reconcile.)
+    """
+    user = normalize_login(user)
+    full = f"{template}-{user}"
+    if len(full) <= _PLAIN_MAX:
+        return full
+    prefix = full[: _PLAIN_MAX - _HASH_LEN]
+    if prefix.endswith("-"):
+        prefix = prefix[:-1] + "0"  # keep the length fixed; the hash keeps it unique
+    return f"{prefix}-{_short_hash(template + '/' + user)}"
+
+
+def deployment_name(template: str, user: str) -> str:
+    return base_name(template, user)
+
+
+def service_name(template: str, user: str) -> str:
+    return base_name(template, user) + _SUFFIX_SERVICE
+
+
+def pvc_name(template: str, user: str) -> str:
+    return base_name(template, user) + _SUFFIX_DATA
+
+
+def userland_name(template: str, user: str) -> str:
+    """The name the web UI gives a Userland: the same rule as its Deployment."""
+    return base_name(template, user)
+
+
+def network_policy_name(template: str) -> str:
+    """One NetworkPolicy per Template covers all its students' pods."""
+    return label_value(f"userland-{template}")
+
+
+def label_value(text: str) -> str:
+    """A label value (<= 63 chars); logins and template names already fit."""
+    if len(text) <= DNS_LABEL_MAX:
+        return text
+    return f"{text[: DNS_LABEL_MAX - _HASH_LEN - 1]}-{_short_hash(text)}"
