@@ -17,12 +17,40 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     op = sub.add_parser("operator", help="run the controller (Template + Userland -> workloads)")
-    op.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    op.add_argument(
+        "--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)"
+    )
     op.add_argument("--listen", default="0.0.0.0:8081", help="address for /healthz and /metrics")
     op.add_argument("--workers", type=int, default=16, help="reconcile workers")
     op.add_argument("--identity", default=None, help="leader-election identity (default: hostname-pid)")
-    op.add_argument("--no-leader-election", action="store_true",
-                    help="act without a Lease (only when exactly one operator runs)")
+    op.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="act without a Lease (only when exactly one operator runs)",
+    )
+    op.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a leader's Lease lasts without renewal (takeover time)",
+    )
+    op.add_argument(
+        "--resync",
+        type=float,
+        default=600.0,
+        help="seconds between full re-checks of every object (drift safety net)",
+    )
+
+    gw = sub.add_parser("gateway", help="run the gateway (login, routing to each student's environment)")
+    gw.add_argument("--listen", default="0.0.0.0:8080",
+                    help="address to serve on; /healthz and /metrics answer here for hosts that are "
+                         "neither a Template host nor the public host (such as the pod IP)")
+    gw.add_argument("--kubeconfig", default=None,
+                    help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    gw.add_argument("--workers", type=int, default=1,
+                    help="processes sharing the port (SO_REUSEPORT); about one per core")
+    gw.add_argument("--grace", type=float, default=30.0,
+                    help="seconds open WebSockets keep working after SIGTERM before closing with 1001")
     return parser
 
 
@@ -38,6 +66,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from userland.operator.main import run_operator
 
         return asyncio.run(run_operator(settings, args))
+    if args.command == "gateway":
+        from userland.proxy.server import ServerOptions, parse_listen, run_gateway
+
+        try:
+            settings.require("identity_secret", "public_url", "redis_url")
+            host, port = parse_listen(args.listen)
+        except (SettingsError, ValueError) as err:
+            print(f"userland: {err}", file=sys.stderr)
+            return 2
+        return run_gateway(settings, ServerOptions(
+            host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
+            grace=max(0.0, args.grace), log_level=args.log_level))
     return 2
 
 

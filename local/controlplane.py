@@ -75,7 +75,7 @@ class ControlPlane:
     bin_dir: Path = field(default_factory=binaries)
     # Extra API identities: token -> (user, groups), for RBAC tests of real roles.
     users: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
-    controllers: str = "garbagecollector,deployment,replicaset,namespace,serviceaccount-token"
+    controllers: str = "garbagecollector,deployment,replicaset,namespace"
     port: int = 0
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -91,11 +91,13 @@ class ControlPlane:
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": self.url,
-                                                      "insecure-skip-tls-verify": True}}],
+            "clusters": [
+                {"name": "local", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}
+            ],
             "users": [{"name": "user", "user": {"token": token}}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user",
-                                                      "namespace": namespace}}],
+            "contexts": [
+                {"name": "local", "context": {"cluster": "local", "user": "user", "namespace": namespace}}
+            ],
             "current-context": "local",
         }
 
@@ -106,7 +108,10 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.state_dir / f"{name}.log", "ab")  # noqa: SIM115 (owned by the child)
         self.processes[name] = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )
         log.close()
@@ -117,10 +122,14 @@ class ControlPlane:
         certs = self.state_dir / "certs"
         certs.mkdir(parents=True, exist_ok=True)
         if not (certs / "sa.key").exists():
-            subprocess.run(["openssl", "genrsa", "-out", str(certs / "sa.key"), "2048"],
-                           check=True, capture_output=True)
-            subprocess.run(["openssl", "rsa", "-in", str(certs / "sa.key"), "-pubout",
-                            "-out", str(certs / "sa.pub")], check=True, capture_output=True)
+            subprocess.run(
+                ["openssl", "genrsa", "-out", str(certs / "sa.key"), "2048"], check=True, capture_output=True
+            )
+            subprocess.run(
+                ["openssl", "rsa", "-in", str(certs / "sa.key"), "-pubout", "-out", str(certs / "sa.pub")],
+                check=True,
+                capture_output=True,
+            )
         lines = [f"{ADMIN_TOKEN},admin,admin-uid,system:masters"]
         for token, (user, groups) in self.users.items():
             lines.append(f'{token},{user},{user}-uid,"{",".join(groups)}"')
@@ -128,29 +137,47 @@ class ControlPlane:
         etcd_port, peer_port = free_port(), free_port()
         self.port = self.port or free_port()
         self.write_kubeconfig(self.kubeconfig, ADMIN_TOKEN)
-        self._spawn("etcd", [
-            "etcd", "--data-dir", str(self.state_dir / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync",
-        ])
-        self._spawn("apiserver", [
-            str(self.bin_dir / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1",
-            f"--secure-port={self.port}", f"--cert-dir={certs}", "--insecure-port=0",
-            f"--token-auth-file={certs / 'tokens.csv'}", "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={certs / 'sa.pub'}",
-            f"--service-account-signing-key-file={certs / 'sa.key'}",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--disable-admission-plugins=ServiceAccount",
-            # Local loads (benchmarks) should meet the server, not its default throttles.
-            "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                "etcd",
+                "--data-dir",
+                str(self.state_dir / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+            ],
+        )
+        self._spawn(
+            "apiserver",
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--advertise-address=127.0.0.1",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={certs}",
+                "--insecure-port=0",
+                f"--token-auth-file={certs / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={certs / 'sa.pub'}",
+                f"--service-account-signing-key-file={certs / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--disable-admission-plugins=ServiceAccount",
+                # Local loads (benchmarks) should meet the server, not its default throttles.
+                "--max-requests-inflight=800",
+                "--max-mutating-requests-inflight=400",
+            ],
+        )
         try:
             self._wait_ready()
             for crd in crds:
@@ -158,23 +185,32 @@ class ControlPlane:
         except BaseException:
             self.stop()
             raise
-        self._spawn("controller-manager", [
-            str(self.bin_dir / "kube-controller-manager"),
-            f"--kubeconfig={self.kubeconfig}", "--bind-address=127.0.0.1",
-            "--secure-port=0", "--port=0", "--leader-elect=false",
-            f"--controllers={self.controllers}",
-            f"--service-account-private-key-file={certs / 'sa.key'}",
-            "--kube-api-qps=200", "--kube-api-burst=400",
-        ])
+        self._spawn(
+            "controller-manager",
+            [
+                str(self.bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--port=0",
+                "--leader-elect=false",
+                f"--controllers={self.controllers}",
+                f"--service-account-private-key-file={certs / 'sa.key'}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        )
         return self
 
-    def request(self, method: str, path: str, body: Any = None,
-                content_type: str = "application/json") -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         req = urllib.request.Request(
-            self.url + path, method=method,
+            self.url + path,
+            method=method,
             data=None if body is None else json.dumps(body).encode(),
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": content_type},
         )
@@ -210,8 +246,9 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status = self.request("GET", f"{base}/{name}").get("status") or {}
-            if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in status.get("conditions") or []):
+            if any(
+                c["type"] == "Established" and c["status"] == "True" for c in status.get("conditions") or []
+            ):
                 return
             time.sleep(0.1)
         raise ControlPlaneError(f"CRD {name} not established after {timeout}s")

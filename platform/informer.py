@@ -36,10 +36,16 @@ def drop_managed_fields(obj: JSON) -> JSON:
 
 
 class Informer:
-    def __init__(self, client: KubeClient, resource: Resource,
-                 namespaces: Iterable[str] = (), *, label_selector: str | None = None,
-                 transform: Callable[[JSON], JSON] = drop_managed_fields,
-                 watch_timeout: int = 300) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        namespaces: Iterable[str] = (),
+        *,
+        label_selector: str | None = None,
+        transform: Callable[[JSON], JSON] = drop_managed_fields,
+        watch_timeout: int = 300,
+    ) -> None:
         self.client = client
         self.resource = resource
         # No namespaces: one cluster-wide watch.
@@ -107,15 +113,20 @@ class Informer:
         while True:
             try:
                 if not version:
-                    listing = await self.client.list(self.resource, namespace,
-                                                     label_selector=self.label_selector)
+                    listing = await self.client.list(
+                        self.resource, namespace, label_selector=self.label_selector
+                    )
                     self.relists += 1
                     self._replace(namespace, listing["items"])
                     version = str(listing["metadata"].get("resourceVersion", ""))
                     self._synced[namespace].set()
                 async for event in self.client.watch(
-                        self.resource, namespace, version,
-                        label_selector=self.label_selector, timeout_seconds=self.watch_timeout):
+                    self.resource,
+                    namespace,
+                    version,
+                    label_selector=self.label_selector,
+                    timeout_seconds=self.watch_timeout,
+                ):
                     obj: JSON = event.get("object") or {}
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     if event.get("type") != "BOOKMARK":
@@ -129,8 +140,10 @@ class Informer:
                 raise
             except (KubeError, ValueError) as err:
                 self.healthy = False
-                log.warning("watch failed, retrying", extra={
-                    "kind": self.resource.kind, "error": str(err), "retry_in": round(backoff, 2)})
+                log.warning(
+                    "watch failed, retrying",
+                    extra={"kind": self.resource.kind, "error": str(err), "retry_in": round(backoff, 2)},
+                )
                 await asyncio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 30.0)
 

@@ -8,7 +8,6 @@ API errors are translated here, once, into the exceptions below; callers see not
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
 from collections import Counter
@@ -39,8 +38,9 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, namespace: str | None = None, name: str | None = None,
-             subresource: str | None = None) -> str:
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
@@ -128,7 +128,7 @@ async def load_configuration(kubeconfig: str | None = None) -> Configuration:
     config = Configuration()
     if kubeconfig is None:
         try:
-            load_incluster_config(client_configuration=config)
+            load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
             return config
         except ConfigException:
             pass
@@ -144,7 +144,7 @@ class KubeClient:
 
     def __init__(self, config: Configuration, *, pool_size: int = 64) -> None:
         self._config = config
-        self._host = config.host.rstrip("/")
+        self._host = str(config.host).rstrip("/")
         ssl_ctx = ssl.create_default_context(cafile=config.ssl_ca_cert)
         if config.cert_file:
             ssl_ctx.load_cert_chain(config.cert_file, keyfile=config.key_file)
@@ -180,15 +180,24 @@ class KubeClient:
             headers["Authorization"] = self._config.get_basic_auth_token()
         return headers
 
-    async def request(self, method: str, path: str, *, body: Any = None,
-                      query: dict[str, str] | None = None,
-                      content_type: str = "application/json",
-                      timeout: float = 30.0) -> JSON:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> JSON:
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":"))
         try:
             async with self._session.request(
-                method, url, data=data, headers=await self._headers(content_type),
+                method,
+                url,
+                data=data,
+                headers=await self._headers(content_type),
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as response:
                 payload = await response.read()
@@ -196,7 +205,7 @@ class KubeClient:
                     raise _error_for(response.status, payload)
                 result: JSON = json.loads(payload) if payload else {}
                 return result
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
             raise TemporaryError(0, "Unreachable", f"{method} {path}: {err!r}") from None
 
     def _count(self, verb: str, resource: Resource, subresource: str | None = None) -> None:
@@ -205,8 +214,14 @@ class KubeClient:
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
         return await self.request("GET", resource.path(namespace, name))
 
-    async def list(self, resource: Resource, namespace: str | None = None, *,
-                   label_selector: str | None = None, limit: int = 500) -> JSON:
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        limit: int = 500,
+    ) -> JSON:
         """All items (following `continue` pages) with the list's resourceVersion."""
         items: list[JSON] = []
         query: dict[str, str] = {"limit": str(limit)}
@@ -220,33 +235,48 @@ class KubeClient:
                 return {"items": items, "metadata": page.get("metadata") or {}}
             query["continue"] = cont
 
-    async def create(self, resource: Resource, namespace: str | None, body: JSON, *,
-                     dry_run: bool = False) -> JSON:
+    async def create(
+        self, resource: Resource, namespace: str | None, body: JSON, *, dry_run: bool = False
+    ) -> JSON:
         query = {"dryRun": "All"} if dry_run else None
         if not dry_run:
             self._count("create", resource)
         return await self.request("POST", resource.path(namespace), body=body, query=query)
 
-    async def merge_patch(self, resource: Resource, namespace: str | None, name: str,
-                          patch: JSON, *, subresource: str | None = None) -> JSON:
+    async def merge_patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: JSON,
+        *,
+        subresource: str | None = None,
+    ) -> JSON:
         self._count("patch", resource, subresource)
-        return await self.request("PATCH", resource.path(namespace, name, subresource),
-                                  body=patch, content_type=MERGE_PATCH)
+        return await self.request(
+            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH
+        )
 
-    async def replace(self, resource: Resource, namespace: str | None, name: str,
-                      body: JSON) -> JSON:
+    async def replace(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
         self._count("update", resource)
         return await self.request("PUT", resource.path(namespace, name), body=body)
 
-    async def delete(self, resource: Resource, namespace: str | None, name: str, *,
-                     propagation: str | None = None) -> JSON:
+    async def delete(
+        self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None
+    ) -> JSON:
         self._count("delete", resource)
         body = {"propagationPolicy": propagation} if propagation else None
         return await self.request("DELETE", resource.path(namespace, name), body=body)
 
-    async def watch(self, resource: Resource, namespace: str | None, resource_version: str, *,
-                    label_selector: str | None = None,
-                    timeout_seconds: int = 300) -> AsyncIterator[JSON]:
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[JSON]:
         """Yield watch events from `resource_version` until the server ends the watch.
 
         Raises Gone when the version is too old (the caller relists), and TemporaryError
@@ -263,9 +293,9 @@ class KubeClient:
         url = self._host + resource.path(namespace) + "?" + urlencode(query)
         try:
             async with self._session.get(
-                url, headers=await self._headers(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10,
-                                              sock_read=timeout_seconds + 30),
+                url,
+                headers=await self._headers(),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30),
             ) as response:
                 if response.status >= 400:
                     raise _error_for(response.status, await response.read())
@@ -277,5 +307,5 @@ class KubeClient:
                         status = event.get("object") or {}
                         raise _error_for(int(status.get("code") or 500), json.dumps(status).encode())
                     yield event
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
             raise TemporaryError(0, "Unreachable", f"watch {resource.plural}: {err!r}") from None

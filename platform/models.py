@@ -120,8 +120,7 @@ class Storage:
         policy = obj.get("reclaimPolicy", "Retain")
         if policy not in ("Retain", "Delete"):
             raise InvalidSpec("spec.storage.reclaimPolicy must be Retain or Delete")
-        return cls(size=size, mount_path=mount_path, storage_class_name=storage_class,
-                   reclaim_policy=policy)
+        return cls(size=size, mount_path=mount_path, storage_class_name=storage_class, reclaim_policy=policy)
 
 
 @dataclass(frozen=True)
@@ -181,8 +180,7 @@ class Template:
         ref = ObjectRef.from_metadata(_mapping(obj.get("metadata"), "metadata"))
         if not naming.is_valid_dns_label(ref.name):
             raise InvalidSpec(
-                f"Template name {ref.name!r} must be a DNS label: at most 63 lowercase "
-                "letters, digits or '-'"
+                f"Template name {ref.name!r} must be a DNS label: at most 63 lowercase letters, digits or '-'"
             )
         return cls(ref=ref, spec=TemplateSpec.parse(obj.get("spec")))
 

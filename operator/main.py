@@ -1,0 +1,100 @@
+"""`userland operator`: wires the controller, leader election, and the health server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+
+from aiohttp import web
+
+from userland.operator.controller import Controller
+from userland.operator.leader import LeaderElector
+from userland.operator.metrics import OperatorMetrics, health_app
+from userland.platform.kube import KubeClient
+from userland.platform.settings import Settings
+
+log = logging.getLogger("userland.operator")
+
+
+def _split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host or "0.0.0.0", int(port)
+
+
+async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
+    client = await KubeClient.connect(args.kubeconfig, pool_size=max(32, args.workers * 3))
+    metrics = OperatorMetrics()
+    controller = Controller(
+        client, settings, workers=args.workers, metrics=metrics, resync_seconds=args.resync
+    )
+    identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
+    elector = (
+        None
+        if args.no_leader_election
+        else LeaderElector(
+            client,
+            settings.lease_namespace,
+            settings.lease_name,
+            identity,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.lease_duration * 2 / 3,
+            retry_period=max(0.5, args.lease_duration / 7.5),
+        )
+    )
+    counted: dict[tuple[str, str], int] = {}
+
+    def refresh_metrics() -> None:
+        metrics.queue_depth.set(controller.queue.depth)
+        metrics.leader.set(1 if elector is None or elector.is_leader else 0)
+        for kind, size in controller.cache_sizes().items():
+            metrics.objects.labels(kind).set(size)
+        for key, total in client.writes.items():
+            metrics.writes.labels(*key).inc(total - counted.get(key, 0))
+            counted[key] = total
+
+    runner = web.AppRunner(health_app(metrics, controller.health, refresh_metrics), access_log=None)
+    await runner.setup()
+    host, port = _split_listen(args.listen)
+    await web.TCPSite(runner, host, port).start()
+    log.info(
+        "operator started",
+        extra={
+            "identity": identity,
+            "listen": args.listen,
+            "namespaces": list(settings.namespaces) or "all",
+            "leader_election": elector is not None,
+        },
+    )
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    informers = asyncio.create_task(controller.run_informers())
+    acting = asyncio.create_task(elector.run(controller.lead) if elector else controller.lead())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({informers, acting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (informers, acting, stopping):
+        task.cancel()
+    results = await asyncio.gather(informers, acting, stopping, return_exceptions=True)
+    failure = next(
+        (r for r in results if isinstance(r, Exception) and not isinstance(r, asyncio.CancelledError)), None
+    )
+    if elector is not None:
+        await elector.release()
+    await controller.events.flush()
+    controller.queue.close()
+    with contextlib.suppress(Exception):
+        await runner.cleanup()
+    await client.close()
+    if failure is not None:
+        log.error("operator stopped on an error", extra={"error": repr(failure)})
+        return 1
+    log.info("operator stopped")
+    return 0

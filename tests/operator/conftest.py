@@ -1,0 +1,50 @@
+"""Operator tests. Real: the kube-apiserver, etcd and the controller-manager (garbage
+collector, deployment and replicaset controllers) from tests/conftest.py. Nothing is faked;
+with no kubelet, `make_pods_ready` patches Pod status as a kubelet would, and the real
+controllers then report the Deployment available.
+
+`run_operator` runs the project's Controller in this process, scoped to the test's namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.operator.support import Cluster, OperatorRunner
+from userland.operator.controller import Controller
+from userland.platform.kube import KubeClient
+from userland.platform.settings import Settings
+
+
+@pytest.fixture
+def cluster(kube: KubeClient, namespace: str) -> Cluster:
+    return Cluster(kube, namespace)
+
+
+@pytest.fixture
+def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
+    """`async with run_operator() as controller:` runs a Controller on the test namespace."""
+
+    @contextlib.asynccontextmanager
+    async def run(**kwargs: Any) -> AsyncIterator[Controller]:
+        client = await KubeClient.connect(str(control_plane.kubeconfig))
+        settings = Settings(namespaces=(namespace,), public_url="https://userland.example.edu")
+        controller = Controller(client, settings, **{"workers": 4, **kwargs})
+        tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
+        try:
+            await asyncio.wait_for(controller.wait_synced(), 30)
+            yield controller
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await controller.events.flush()
+            controller.queue.close()
+            await client.close()
+
+    return run
