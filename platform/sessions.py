@@ -1,0 +1,183 @@
+"""Session store: the session cookie is only a ticket, the store holds the session.
+
+The cookie carries a random 256-bit id (`secrets.token_urlsafe(32)`); the store keeps the
+session under `userland:session:<sha256(id) hex>`, so a copy of the store never yields a
+usable cookie. One interface (`SessionStore`) with two implementations, both checked by one
+conformance suite: `RedisSessionStore` (deployed) and `MemorySessionStore` (unit tests and
+the local setup). A store that cannot be reached raises `SessionStoreUnavailable`, which the
+gateway maps to a 503: it never lets a request through unauthenticated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal, Protocol, cast, get_args
+
+import redis.asyncio
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+Role = Literal["admin", "instructor", "student"]
+ROLES: tuple[str, ...] = get_args(Role)
+SESSION_KEY_PREFIX = "userland:session:"
+# token_urlsafe(32) gives 43 characters; anything far from that is not one of ours.
+_COOKIE_ID_MAX = 128
+
+
+@dataclass(frozen=True)
+class Session:
+    login: str
+    github_id: int
+    role: Role
+    csrf: str
+    created: float
+    name: str = ""
+    avatar_url: str = ""
+
+
+class SessionStoreUnavailable(Exception):
+    """The store (Redis) cannot be reached; callers must fail closed (503)."""
+
+
+class SessionStore(Protocol):
+    async def save(self, session: Session) -> str:
+        """Store `session` under a new random id and return that id (the cookie value)."""
+        ...
+
+    async def load(self, cookie_id: str) -> Session | None:
+        """The live session for a cookie id, or None (unknown, expired or malformed)."""
+        ...
+
+    async def clear(self, cookie_id: str) -> None:
+        """Forget the session of a cookie id; unknown ids are fine."""
+        ...
+
+
+def connect_redis(url: str) -> redis.asyncio.Redis:
+    """A Redis client that fails fast, for the session store and the auth state.
+
+    redis-py's default retries a failed connection 10 times with backoff (seconds per
+    command); while Redis is down every request would hang that long before its 503. Here a
+    command gets one quick retry (enough for a pooled connection that went stale when Redis
+    restarted) and short socket timeouts.
+    """
+    return redis.asyncio.Redis.from_url(
+        url, socket_connect_timeout=1.0, socket_timeout=2.0, health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.1, base=0.02), 1))
+
+
+def new_cookie_id() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def session_key(cookie_id: str) -> str:
+    return SESSION_KEY_PREFIX + hashlib.sha256(cookie_id.encode()).hexdigest()
+
+
+def _plausible(cookie_id: str) -> bool:
+    return 0 < len(cookie_id) <= _COOKIE_ID_MAX and cookie_id.isascii()
+
+
+def encode_session(session: Session) -> str:
+    return json.dumps(asdict(session), separators=(",", ":"))
+
+
+def decode_session(raw: str | bytes) -> Session | None:
+    """The session in `raw`, or None when it is not a well-formed session."""
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("role") not in ROLES:
+            return None
+        session = Session(
+            login=str(data["login"]), github_id=int(data["github_id"]),
+            role=cast(Role, data["role"]), csrf=str(data["csrf"]), created=float(data["created"]),
+            name=str(data.get("name") or ""), avatar_url=str(data.get("avatar_url") or ""),
+        )
+    except (ValueError, TypeError, KeyError):
+        return None
+    return session if session.login and session.csrf else None
+
+
+class RedisSessionStore:
+    """Sessions in Redis with a TTL; every Redis failure becomes SessionStoreUnavailable."""
+
+    def __init__(self, client: redis.asyncio.Redis, ttl: int) -> None:
+        if ttl <= 0:
+            raise ValueError("session ttl must be positive")
+        self._redis = client
+        self._ttl = ttl
+
+    async def save(self, session: Session) -> str:
+        cookie_id = new_cookie_id()
+        try:
+            await self._redis.set(session_key(cookie_id), encode_session(session), ex=self._ttl)
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+        return cookie_id
+
+    async def load(self, cookie_id: str) -> Session | None:
+        if not _plausible(cookie_id):
+            return None
+        try:
+            raw = await self._redis.get(session_key(cookie_id))
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+        return None if raw is None else decode_session(raw)
+
+    async def clear(self, cookie_id: str) -> None:
+        if not _plausible(cookie_id):
+            return
+        try:
+            await self._redis.delete(session_key(cookie_id))
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+
+
+class MemorySessionStore:
+    """In-process sessions with the same keys and expiry rules (tests, local setup).
+
+    `available` can be set to False to make it behave as an unreachable store.
+    """
+
+    def __init__(self, ttl: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if ttl <= 0:
+            raise ValueError("session ttl must be positive")
+        self._ttl = ttl
+        self._clock = clock
+        self._items: dict[str, tuple[float, str]] = {}
+        self.available = True
+
+    def _check(self) -> None:
+        if not self.available:
+            raise SessionStoreUnavailable("memory store marked unavailable")
+
+    async def save(self, session: Session) -> str:
+        self._check()
+        cookie_id = new_cookie_id()
+        self._items[session_key(cookie_id)] = (self._clock() + self._ttl, encode_session(session))
+        return cookie_id
+
+    async def load(self, cookie_id: str) -> Session | None:
+        self._check()
+        if not _plausible(cookie_id):
+            return None
+        key = session_key(cookie_id)
+        item = self._items.get(key)
+        if item is None:
+            return None
+        expires, raw = item
+        if self._clock() >= expires:
+            del self._items[key]
+            return None
+        return decode_session(raw)
+
+    async def clear(self, cookie_id: str) -> None:
+        self._check()
+        if _plausible(cookie_id):
+            self._items.pop(session_key(cookie_id), None)
