@@ -1,0 +1,307 @@
+"""The kustomize base in deploy/ renders, and what it renders is what the components expect.
+
+Real: kubectl's built-in kustomize (no cluster). The rendered YAML stream is parsed and checked
+against the project's own code where the two must agree (settings names, the gateway's pod
+labels, the packages the image must contain).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from userland.platform import models
+from userland.platform.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+KUBECTL = "/usr/bin/kubectl"
+NAMESPACE = "userland-system"
+
+
+def kustomize(folder: Path) -> list[dict[str, Any]]:
+    result = subprocess.run([KUBECTL, "kustomize", str(folder)], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    return kustomize(DEPLOY)
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
+    return matches[0]
+
+
+def deployments(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == "Deployment"]
+
+
+def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = deployment["spec"]["template"]["spec"]
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None:
+    kinds = Counter(d["kind"] for d in rendered)
+    assert kinds == Counter({
+        "Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 3,
+        "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Deployment": 4,
+        "Service": 4, "NetworkPolicy": 5,
+    })
+    # No Secret with placeholder values that could be deployed by mistake.
+    assert "Secret" not in kinds
+
+
+def test_everything_namespaced_is_in_userland_system(rendered: list[dict[str, Any]]) -> None:
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    for doc in rendered:
+        where = doc["metadata"].get("namespace")
+        if doc["kind"] in cluster_scoped:
+            assert where is None, doc["metadata"]["name"]
+        else:
+            assert where == NAMESPACE, f"{doc['kind']}/{doc['metadata']['name']}"
+    namespace = find(rendered, "Namespace", NAMESPACE)
+    # The operator's NetworkPolicies select the gateway namespace by this label (1.20 lacks it).
+    assert namespace["metadata"]["labels"]["kubernetes.io/metadata.name"] == NAMESPACE
+
+
+def test_the_crds_are_the_files_in_deploy_crds(rendered: list[dict[str, Any]]) -> None:
+    # The control plane fixture applies every deploy/crds/*.yaml as a CRD: nothing else there.
+    files = sorted((DEPLOY / "crds").iterdir())
+    assert [f.name for f in files] == ["templates.userland.dev.yaml", "userlands.userland.dev.yaml"]
+    for f in files:
+        assert yaml.safe_load(f.read_text()) in [d for d in rendered
+                                                 if d["kind"] == "CustomResourceDefinition"]
+
+
+def test_gateway_pods_carry_the_label_the_operator_admits(rendered: list[dict[str, Any]]) -> None:
+    gateway = find(rendered, "Deployment", "userland-gateway")
+    labels = gateway["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == "userland-gateway"
+    # The operator's NetworkPolicies admit pods with exactly Settings.gateway_pod_labels.
+    for key, value in Settings().gateway_pod_labels:
+        assert labels.get(key) == value
+    # ... and no other pod in the base has them (only the gateway reaches environments).
+    for other in deployments(rendered):
+        if other is not gateway:
+            other_labels = other["spec"]["template"]["metadata"]["labels"]
+            assert other_labels.get("app.kubernetes.io/name") != "userland-gateway"
+
+
+@pytest.mark.parametrize("name", ["userland-operator", "userland-gateway", "userland-web",
+                                  "userland-redis"])
+def test_every_container_is_locked_down_and_sized(rendered: list[dict[str, Any]], name: str) -> None:
+    deployment = find(rendered, "Deployment", name)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] > 0
+    for container in containers(deployment):
+        ctx = container["securityContext"]
+        assert ctx["runAsNonRoot"] is True
+        assert ctx["readOnlyRootFilesystem"] is True
+        assert ctx["allowPrivilegeEscalation"] is False
+        assert ctx["capabilities"]["drop"] == ["ALL"]
+        assert "add" not in ctx["capabilities"]
+        for bound in ("requests", "limits"):
+            assert set(container["resources"][bound]) >= {"cpu", "memory"}, (container["name"], bound)
+
+
+def named_port(container: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    (number,) = [p["containerPort"] for p in container["ports"] if p["name"] == port]
+    return int(number)
+
+
+# name, replicas, args, port, probe kind with /healthz on that port
+COMPONENTS = [
+    ("userland-operator", 2, ["operator"], 8081, "livenessProbe"),
+    ("userland-gateway", 2, ["gateway"], 8000, "readinessProbe"),
+    ("userland-web", 1, ["web"], 8080, "readinessProbe"),
+]
+
+
+@pytest.mark.parametrize(("name", "replicas", "args", "port", "probe"), COMPONENTS,
+                         ids=[c[0] for c in COMPONENTS])
+def test_components(rendered: list[dict[str, Any]], name: str, replicas: int, args: list[str],
+                    port: int, probe: str) -> None:
+    deployment = find(rendered, "Deployment", name)
+    assert deployment["spec"]["replicas"] == replicas
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name
+    (container,) = pod["containers"]
+    assert container["args"] == args
+    assert "command" not in container  # the image's ENTRYPOINT is `userland`
+    assert port in [p["containerPort"] for p in container["ports"]]
+    check = container[probe]["httpGet"]
+    assert (check["path"], named_port(container, check["port"])) == ("/healthz", port)
+
+
+def test_one_image_for_every_component(rendered: list[dict[str, Any]]) -> None:
+    images = {c["image"] for d in deployments(rendered) if d["metadata"]["name"] != "userland-redis"
+              for c in containers(d)}
+    assert len(images) == 1
+    (redis,) = containers(find(rendered, "Deployment", "userland-redis"))
+    assert redis["image"].startswith("redis:7")
+    assert "--appendonly" in redis["args"]
+
+
+def test_operator_leader_election_env(rendered: list[dict[str, Any]]) -> None:
+    (container,) = containers(find(rendered, "Deployment", "userland-operator"))
+    env = env_of(container)
+    for name in ("POD_NAMESPACE", "USERLAND_LEASE_NAMESPACE", "USERLAND_GATEWAY_NAMESPACE"):
+        assert env[name]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}, name
+    # The Lease must be where the operator's Role lets it write: the operator's namespace.
+    role = find(rendered, "Role", "userland-operator-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+
+
+SETTINGS_ENV = {f"USERLAND_{f.name.upper()}" for f in dataclasses.fields(Settings)}
+
+
+def test_config_names_only_real_settings(rendered: list[dict[str, Any]]) -> None:
+    (config,) = [d for d in rendered if d["kind"] == "ConfigMap"]
+    assert config["metadata"]["name"].startswith("userland-config-")  # hashed: changes roll pods
+    assert set(config["data"]) <= SETTINGS_ENV, set(config["data"]) - SETTINGS_ENV
+    # What the config sets parses as settings (one clear error line otherwise).
+    Settings.from_env(config["data"])
+    for deployment in deployments(rendered):
+        for container in containers(deployment):
+            for name in env_of(container):
+                assert name in SETTINGS_ENV or not name.startswith("USERLAND_"), name
+            for source in container.get("envFrom", []):
+                assert source["configMapRef"]["name"] == config["metadata"]["name"]
+
+
+SECRET_KEYS = {
+    "USERLAND_GITHUB_CLIENT_ID": "github-client-id",
+    "USERLAND_GITHUB_CLIENT_SECRET": "github-client-secret",
+    "USERLAND_IDENTITY_SECRET": "identity-secret",
+}
+
+
+@pytest.mark.parametrize(("name", "secrets"), [
+    ("userland-gateway", set(SECRET_KEYS)),
+    ("userland-web", {"USERLAND_IDENTITY_SECRET"}),
+    ("userland-operator", set()),
+    ("userland-redis", set()),
+])
+def test_secrets_come_from_userland_secrets(rendered: list[dict[str, Any]], name: str,
+                                            secrets: set[str]) -> None:
+    (container,) = containers(find(rendered, "Deployment", name))
+    from_secrets = {n: e["valueFrom"]["secretKeyRef"] for n, e in env_of(container).items()
+                    if "secretKeyRef" in e.get("valueFrom", {})}
+    assert set(from_secrets) == secrets
+    for env_name, ref in from_secrets.items():
+        assert ref == {"name": "userland-secrets", "key": SECRET_KEYS[env_name]}
+    # Secrets are never written into the config or the manifests.
+    assert not [e for e in container.get("env", []) if e["name"] in SECRET_KEYS and "value" in e]
+
+
+def test_services_select_their_pods(rendered: list[dict[str, Any]]) -> None:
+    services = [d for d in rendered if d["kind"] == "Service"]
+    for service in services:
+        selector = service["spec"]["selector"]
+        (target,) = [d for d in deployments(rendered)
+                     if selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()]
+        assert target["spec"]["selector"]["matchLabels"].items() <= selector.items()
+        (container,) = containers(target)
+        for port in service["spec"]["ports"]:
+            named_port(container, port["targetPort"])  # exists
+    assert find(rendered, "Service", "userland-redis")["spec"]["ports"][0]["port"] == 6379
+    # The gateway's default USERLAND_WEB_URL names this Service and port.
+    assert find(rendered, "Service", "userland-web")["spec"]["ports"][0]["port"] == 8080
+
+
+def test_network_policies(rendered: list[dict[str, Any]]) -> None:
+    deny = find(rendered, "NetworkPolicy", "default-deny-ingress")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    gateway = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "userland-gateway"}}}
+    web = find(rendered, "NetworkPolicy", "userland-web")["spec"]["ingress"]
+    assert web == [{"from": [gateway], "ports": [{"protocol": "TCP", "port": 8080}]}]
+    redis = find(rendered, "NetworkPolicy", "userland-redis")["spec"]["ingress"]
+    assert gateway in redis[0]["from"]
+    assert len(redis[0]["from"]) == 2
+    # Every Deployment's pods are covered by a policy that admits something.
+    policies = [d for d in rendered if d["kind"] == "NetworkPolicy" and d["spec"].get("ingress")]
+    for deployment in deployments(rendered):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert any(p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+                   for p in policies), deployment["metadata"]["name"]
+
+
+def test_rbac_renders_alone() -> None:
+    kinds = Counter(d["kind"] for d in kustomize(DEPLOY / "rbac"))
+    assert kinds == Counter({"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3,
+                             "Role": 1, "RoleBinding": 1})
+
+
+# --- examples ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def examples() -> dict[str, dict[str, Any]]:
+    docs = kustomize(DEPLOY / "examples")
+    assert {d["kind"] for d in docs} == {"Namespace", "Template"}
+    templates = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Template"}
+    for template in templates.values():
+        assert template["metadata"]["namespace"] == "classroom"
+    return templates
+
+
+def test_vscode_example(examples: dict[str, dict[str, Any]]) -> None:
+    obj = examples["vscode"]
+    spec = models.Template.from_object(obj).spec
+    assert spec.port == 8080
+    assert spec.storage == models.Storage(size="2Gi", mount_path="/home/coder")
+    (container,) = spec.pod_spec["containers"]
+    assert container["image"].startswith("codercom/code-server")
+    args = container["args"]
+    assert args[args.index("--auth") + 1] == "none"
+    assert any("${USER}" in e.get("value", "") for e in container["env"])
+    assert 8080 in [p["containerPort"] for p in container["ports"]]
+
+
+def test_mariadb_phpmyadmin_example(examples: dict[str, dict[str, Any]]) -> None:
+    spec = models.Template.from_object(examples["mariadb"]).spec
+    assert spec.port == 80
+    assert spec.storage is not None
+    assert spec.storage.mount_path == "/var/lib/mysql"
+    pma, mariadb = spec.pod_spec["containers"]
+    assert pma["image"].startswith("phpmyadmin")
+    assert [p["containerPort"] for p in pma["ports"]] == [80]
+    assert env_of(pma)["PMA_HOST"]["value"] == "127.0.0.1"
+    assert mariadb["image"].startswith("mariadb")
+    assert "--bind-address=127.0.0.1" in mariadb["args"]  # unreachable from outside the pod
+
+
+# --- the image ---------------------------------------------------------------------------------
+
+
+def test_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
+    assert 'ENTRYPOINT ["userland"]' in dockerfile
+    (user,) = re.findall(r"^USER (\S+)", dockerfile, re.M)
+    assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"
+    # Every folder pyproject maps to a userland.* package is copied into the build.
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    for folder in pyproject["tool"]["setuptools"]["package-dir"].values():
+        assert re.search(rf"^COPY {folder}/ {folder}/$", dockerfile, re.M), folder
