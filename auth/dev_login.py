@@ -1,0 +1,71 @@
+"""The development login: a local stand-in for GitHub that asks for a username.
+
+Only mounted when `settings.dev_login` is true (the local `make run` setup); otherwise the
+routes do not exist (404). The form is protected like the OAuth flow: its hidden `state` is a
+single-use Redis record bound to the browser by the nonce cookie. The GitHub id is derived
+from the name (negative, so it can never equal a real GitHub id), and the role comes from the
+login entries of the admin and instructor lists (there are no teams here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from aiohttp import web
+
+from userland.auth import pages, roles
+from userland.auth.context import AuthContext, auth_context, fail_closed
+from userland.auth.login import complete_login
+from userland.auth.oauth_state import NONCE_COOKIE, StateMismatch
+from userland.platform import naming
+
+log = logging.getLogger(__name__)
+
+DEV_LOGIN_PATH = "/auth/dev-login"
+
+
+def dev_github_id(login: str) -> int:
+    """A deterministic id for a development login: negative, never a real GitHub id."""
+    digest = hashlib.sha256(f"userland-dev-login:{login.lower()}".encode()).digest()
+    return -1 - int.from_bytes(digest[:6], "big")
+
+
+async def _form(auth: AuthContext, next_url: str, *, status: int = 200, login: str = "",
+                problem: str = "") -> web.Response:
+    pending = await auth.states.begin(next_url)
+    response = pages.render("dev_login.html", status=status, title="Sign in (development)",
+                            state=pending.state, login=login, problem=problem)
+    auth.set_nonce_cookie(response, pending.nonce)
+    return response
+
+
+@fail_closed
+async def dev_login_form(request: web.Request) -> web.StreamResponse:
+    auth = auth_context(request)
+    return await _form(auth, auth.safe_next(request.query.get("next")))
+
+
+@fail_closed
+async def dev_login_submit(request: web.Request) -> web.StreamResponse:
+    auth = auth_context(request)
+    form = await request.post()
+    state, login = str(form.get("state") or ""), str(form.get("login") or "").strip()
+    try:
+        pending = await auth.states.finish(state, request.cookies.get(NONCE_COOKIE))
+    except StateMismatch:
+        response = pages.error_page(403, "Form expired", "This sign-in form has expired or was "
+                                    "already used. Please open it again.", retry_url=DEV_LOGIN_PATH)
+        auth.delete_nonce_cookie(response)
+        return response
+    try:
+        login = naming.normalize_login(login)
+    except naming.InvalidName:
+        return await _form(auth, pending.next_url, status=400, login=login,
+                           problem="Use 1-39 letters, digits or single hyphens.")
+    member = roles.Membership(login=login)
+    log.info("development login", extra={"event": "login.dev", "login": login})
+    done = await complete_login(request, auth, login=login, github_id=dev_github_id(login),
+                                role=roles.role_for(member, auth.settings), next_url=pending.next_url)
+    auth.delete_nonce_cookie(done)
+    return done

@@ -1,0 +1,85 @@
+"""Pending logins: OAuth `state`, PKCE verifier and next-URL, in Redis for 10 minutes.
+
+`begin()` makes a random `state` and PKCE verifier and a browser nonce; Redis keeps the
+verifier, the next-URL and a hash of the nonce under a hash of the state. The nonce goes into
+a short-lived cookie, so a callback only completes in the browser that started the login
+(no login CSRF: a victim cannot be made to finish an attacker's login). `finish()` takes the
+record with GETDEL, so each state works once.
+The development login uses the same records for its form's CSRF protection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+
+import redis.asyncio
+import redis.exceptions
+from authlib.common.security import generate_token
+
+from userland.platform.sessions import SessionStoreUnavailable
+
+STATE_TTL_SECONDS = 600
+STATE_KEY_PREFIX = "userland:oauth-state:"
+# The cookie that binds a pending login to the browser that started it.
+NONCE_COOKIE = "userland_login"
+_STATE_LENGTH = 43
+# RFC 7636: a verifier is 43-128 characters of [A-Za-z0-9-._~]; generate_token's are letters
+# and digits.
+_VERIFIER_LENGTH = 64
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PendingLogin:
+    state: str
+    verifier: str
+    next_url: str
+    nonce: str  # the browser's half, set as NONCE_COOKIE
+
+
+class StateMismatch(Exception):
+    """The state is unknown, expired, already used, or was started in another browser."""
+
+
+class OAuthStateStore:
+    def __init__(self, client: redis.asyncio.Redis, ttl: int = STATE_TTL_SECONDS) -> None:
+        self._redis = client
+        self.ttl = ttl
+
+    async def begin(self, next_url: str) -> PendingLogin:
+        pending = PendingLogin(state=generate_token(_STATE_LENGTH),
+                               verifier=generate_token(_VERIFIER_LENGTH),
+                               next_url=next_url, nonce=generate_token(_STATE_LENGTH))
+        record = {"verifier": pending.verifier, "next": next_url, "nonce": _digest(pending.nonce)}
+        try:
+            await self._redis.set(STATE_KEY_PREFIX + _digest(pending.state), json.dumps(record),
+                                  ex=self.ttl)
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+        return pending
+
+    async def finish(self, state: str, nonce: str | None) -> PendingLogin:
+        """The pending login of `state`, removed from Redis; StateMismatch when there is none
+        or when `nonce` (from the browser's cookie) is not the one it was started with."""
+        if not state or len(state) > 256:
+            raise StateMismatch("malformed state")
+        try:
+            raw = await self._redis.getdel(STATE_KEY_PREFIX + _digest(state))
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+        if raw is None:
+            raise StateMismatch("unknown, expired or used state")
+        try:
+            record = json.loads(raw)
+            verifier, next_url, nonce_hash = record["verifier"], record["next"], record["nonce"]
+        except (ValueError, TypeError, KeyError):
+            raise StateMismatch("malformed state record") from None
+        if not nonce or not hmac.compare_digest(_digest(nonce), str(nonce_hash)):
+            raise StateMismatch("state was started in another browser")
+        return PendingLogin(state=state, verifier=str(verifier), next_url=str(next_url), nonce=nonce)
