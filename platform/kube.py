@@ -99,7 +99,7 @@ class Gone(TemporaryError):
 
 
 class Invalid(PermanentError):
-    """422: the API server refused the object; `message` is its own explanation."""
+    """400/422: the API server refused the object; `message` is its own explanation."""
 
 
 def _error_for(status: int, body: bytes) -> KubeError:
@@ -116,7 +116,7 @@ def _error_for(status: int, body: bytes) -> KubeError:
         return cls(status, reason, message)
     if status == 410:
         return Gone(status, reason or "Expired", message)
-    if status == 422:
+    if status in (400, 422):  # 400: a body the server cannot even decode
         return Invalid(status, reason or "Invalid", message)
     if status == 429 or status >= 500:
         return TemporaryError(status, reason, message)
