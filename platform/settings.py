@@ -68,6 +68,8 @@ class Settings:
     cluster_domain: str = "cluster.local"
     upstream_mode: Literal["dns", "local"] = "dns"
     public_url: str = ""
+    # The web UI's Service: the gateway forwards the public host's non-/auth/ paths there.
+    web_url: str = "http://userland-web.userland-system.svc:8080"
     # Where the operator keeps its leader-election Lease (its own namespace in a cluster).
     lease_namespace: str = "default"
     lease_name: str = "userland-operator"
@@ -79,8 +81,7 @@ class Settings:
     dev_login: bool = False
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None,
-                 required: Iterable[str] = ()) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None, required: Iterable[str] = ()) -> Settings:
         """Build settings from `USERLAND_*` variables; `required` names fields that must be set."""
         env = os.environ if env is None else env
 
@@ -89,11 +90,18 @@ class Settings:
             return value if value is None or value.strip() else None
 
         values: dict[str, object] = {}
-        for key in ("REDIS_URL", "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET", "IDENTITY_SECRET",
-                    "LEASE_NAMESPACE", "LEASE_NAME", "GATEWAY_NAMESPACE"):
+        for key in (
+            "REDIS_URL",
+            "GITHUB_CLIENT_ID",
+            "GITHUB_CLIENT_SECRET",
+            "IDENTITY_SECRET",
+            "LEASE_NAMESPACE",
+            "LEASE_NAME",
+            "GATEWAY_NAMESPACE",
+        ):
             if (text := get(key)) is not None:
                 values[key.lower()] = text.strip()
-        for key in ("GITHUB_URL", "GITHUB_API_URL", "PUBLIC_URL"):
+        for key in ("GITHUB_URL", "GITHUB_API_URL", "PUBLIC_URL", "WEB_URL"):
             if (text := get(key)) is not None:
                 values[key.lower()] = _url(f"USERLAND_{key}", text.strip())
         for key in ("NAMESPACES", "ALLOWED_ORGS", "ADMINS", "INSTRUCTORS"):
@@ -127,7 +135,8 @@ class Settings:
                 key, sep, value = item.partition("=")
                 if not sep or not key:
                     raise SettingsError(
-                        f"USERLAND_GATEWAY_POD_LABELS has {item!r}: use key=value[,key=value]")
+                        f"USERLAND_GATEWAY_POD_LABELS has {item!r}: use key=value[,key=value]"
+                    )
                 pairs.append((key.strip(), value.strip()))
             values["gateway_pod_labels"] = tuple(pairs)
         settings = cls(**values)  # type: ignore[arg-type]

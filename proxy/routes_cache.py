@@ -1,0 +1,184 @@
+"""Routing data kept in memory from watches: Templates, Userlands and the students' Services.
+
+Three Informers feed small indexes that the request path reads with plain dict lookups:
+- the route table, rebuilt whenever a Template changes (Templates are few);
+- Userlands by (namespace, template, user) -> what the gateway needs of their status;
+- Services by (namespace, name) -> port, owner labels and the local-mode upstream annotation.
+No request ever makes an API call. Objects are trimmed to those fields before they are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from userland.platform import naming
+from userland.platform.informer import Informer
+from userland.platform.kube import JSON, SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.models import InvalidSpec, Template
+from userland.proxy.routing import RouteTable, TemplateRoute, build_routes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UserlandState:
+    namespace: str
+    name: str
+    user: str
+    template: str
+    ready: bool
+    phase: str
+    suspended: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    namespace: str
+    name: str
+    user: str
+    port: int | None
+    upstream_annotation: str | None
+
+
+def _meta(obj: JSON) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def userland_state(obj: JSON) -> UserlandState | None:
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if not isinstance(spec, dict) or not isinstance(status, dict):
+        return None
+    user, template = spec.get("user"), spec.get("template")
+    if not isinstance(user, str) or not isinstance(template, str) or not naming.is_valid_login(user):
+        return None
+    ready_condition: dict[str, Any] = {}
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            ready_condition = condition
+    return UserlandState(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        user=user.lower(),
+        template=template,
+        ready=ready_condition.get("status") == "True" and not meta.get("deletionTimestamp"),
+        phase=str(status.get("phase") or "Pending"),
+        suspended=bool(spec.get("suspended")),
+        message=str(ready_condition.get("message") or ""),
+    )
+
+
+def service_state(obj: JSON) -> ServiceState:
+    meta = _meta(obj)
+    ports = ((obj.get("spec") or {}).get("ports")) or []
+    port = ports[0].get("port") if ports and isinstance(ports[0], dict) else None
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    return ServiceState(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        user=str(labels.get(naming.LABEL_USER) or ""),
+        port=port if isinstance(port, int) else None,
+        upstream_annotation=annotations.get(naming.ANNOTATION_UPSTREAM),
+    )
+
+
+def _trim(obj: JSON) -> JSON:
+    """Keep only what the gateway reads (thousands of objects stay small)."""
+    meta = _meta(obj)
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels",
+                                          "annotations", "deletionTimestamp") if k in meta},
+        "spec": obj.get("spec") or {},
+        "status": obj.get("status") or {},
+    }
+
+
+def _trim_service(obj: JSON) -> JSON:
+    trimmed = _trim(obj)
+    trimmed["spec"] = {"ports": (obj.get("spec") or {}).get("ports") or []}
+    trimmed["status"] = {}
+    return trimmed
+
+
+class RoutingCache:
+    def __init__(self, kube: KubeClient, namespaces: Iterable[str] = ()) -> None:
+        namespaces = tuple(namespaces)
+        self.templates = Informer(kube, TEMPLATES, namespaces, transform=_trim)
+        self.userlands = Informer(kube, USERLANDS, namespaces, transform=_trim)
+        self.services = Informer(kube, SERVICES, namespaces, transform=_trim_service,
+                                 label_selector=naming.LABEL_USER)
+        self.routes = RouteTable()
+        self._userlands: dict[tuple[str, str, str], UserlandState] = {}
+        self._services: dict[tuple[str, str], ServiceState] = {}
+        self.templates.add_handler(self._on_template)
+        self.userlands.add_handler(self._on_userland)
+        self.services.add_handler(self._on_service)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        for informer in (self.templates, self.userlands, self.services):
+            name = f"informer-{informer.resource.plural}"
+            self._tasks.append(asyncio.create_task(informer.run(), name=name))
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(self.templates.wait_synced(), self.userlands.wait_synced(),
+                             self.services.wait_synced())
+
+    @property
+    def synced(self) -> bool:
+        return self.templates.synced and self.userlands.synced and self.services.synced
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    # -- lookups (the request path)
+
+    def userland(self, namespace: str, template: str, user: str) -> UserlandState | None:
+        return self._userlands.get((namespace, template, user))
+
+    def service(self, namespace: str, name: str) -> ServiceState | None:
+        return self._services.get((namespace, name))
+
+    # -- index upkeep (informer handlers)
+
+    def _on_template(self, old: JSON | None, new: JSON | None) -> None:
+        routes = []
+        for obj in self.templates.items():
+            try:
+                routes.append(TemplateRoute.from_template(Template.from_object(obj)))
+            except InvalidSpec as err:
+                log.warning("template ignored", extra={"template": "/".join(
+                    (_meta(obj).get("namespace", ""), _meta(obj).get("name", ""))), "error": str(err)})
+        table = build_routes(routes)
+        for kept, lost in table.conflicts:
+            log.warning("two templates claim one route", extra={"kept": kept.key, "ignored": lost.key})
+        self.routes = table
+
+    def _on_userland(self, old: JSON | None, new: JSON | None) -> None:
+        if old is not None and (state := userland_state(old)) is not None:
+            key = (state.namespace, state.template, state.user)
+            if self._userlands.get(key, state).name == state.name:
+                self._userlands.pop(key, None)
+        if new is not None and (state := userland_state(new)) is not None:
+            self._userlands[(state.namespace, state.template, state.user)] = state
+
+    def _on_service(self, old: JSON | None, new: JSON | None) -> None:
+        if old is not None:
+            state = service_state(old)
+            self._services.pop((state.namespace, state.name), None)
+        if new is not None:
+            state = service_state(new)
+            self._services[(state.namespace, state.name)] = state

@@ -1,0 +1,152 @@
+"""Running the gateway: worker processes sharing one port, and a graceful shutdown.
+
+`run_gateway` starts one server in this process (`--workers 1`) or N spawned worker
+processes that each bind the same port with SO_REUSEPORT (the kernel spreads connections
+over them); the parent then only forwards SIGTERM/SIGINT and restarts a worker that died.
+
+On SIGTERM a worker: closes its listening socket (new connections are refused), closes idle
+keep-alive connections, lets in-flight requests finish, keeps open WebSockets working for up
+to `grace` seconds, then closes those left with 1001 (going away) and exits 0.
+uvloop is used when it is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from userland.platform.logs import setup_logging
+from userland.platform.settings import Settings
+from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    host: str
+    port: int
+    kubeconfig: str | None = None
+    workers: int = 1
+    grace: float = 30.0
+    log_level: str = "INFO"
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen {listen!r}: use host:port, such as 0.0.0.0:8080")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def drain_websockets(grace: float) -> Callable[[web.Application], Awaitable[None]]:
+    """An on_shutdown hook: wait up to `grace` s for WebSockets to end, then close them with 1001."""
+    async def drain(app: web.Application) -> None:
+        gateway = app[GATEWAY]
+        if gateway.websockets:
+            log.info("waiting for websockets to finish",
+                     extra={"open": len(gateway.websockets), "grace_seconds": grace})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gateway.no_websockets.wait(), grace)
+        left = list(gateway.websockets)
+        if left:
+            log.info("closing websockets after the grace period", extra={"open": len(left)})
+            await asyncio.gather(*(pair.close_going_away() for pair in left), return_exceptions=True)
+    return drain
+
+
+async def serve(settings: Settings, options: ServerOptions, *, reuse_port: bool = False) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    app = create_app(settings, kubeconfig=options.kubeconfig)
+    app.on_shutdown.append(drain_websockets(options.grace))
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=max(options.grace, 1.0),
+                           **RUNNER_KWARGS)
+    setup = asyncio.create_task(runner.setup())  # waits until the watches have synced
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({setup, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not setup.done():
+        setup.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await setup
+        await runner.cleanup()
+        return 0
+    setup.result()
+    site = web.TCPSite(runner, options.host, options.port, reuse_port=reuse_port, backlog=2048)
+    await site.start()
+    log.info("gateway listening", extra={"listen": f"{options.host}:{options.port}",
+                                         "upstream_mode": settings.upstream_mode})
+    await stopped
+    log.info("gateway draining", extra={"grace_seconds": options.grace})
+    await runner.cleanup()
+    log.info("gateway stopped")
+    return 0
+
+
+def _run(coro: Awaitable[int]) -> int:
+    if importlib.util.find_spec("uvloop") is not None:
+        uvloop = importlib.import_module("uvloop")
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def _worker_main(settings: Settings, options: ServerOptions) -> None:
+    setup_logging(options.log_level)
+    sys.exit(_run(serve(settings, options, reuse_port=True)))
+
+
+def run_gateway(settings: Settings, options: ServerOptions) -> int:
+    if options.workers <= 1:
+        return _run(serve(settings, options))
+    return _supervise(settings, options)
+
+
+def _supervise(settings: Settings, options: ServerOptions) -> int:
+    """Run `options.workers` processes on one port; forward SIGTERM/SIGINT; restart crashes."""
+    if options.port == 0:
+        raise ValueError("--workers > 1 needs a fixed port (each worker would pick its own)")
+    context = multiprocessing.get_context("spawn")
+    stopping = False
+
+    def start() -> multiprocessing.process.BaseProcess:
+        process = context.Process(target=_worker_main, args=(settings, options), daemon=False)
+        process.start()
+        return process
+
+    workers = [start() for _ in range(options.workers)]
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in workers:
+            if process.is_alive() and process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stopping:
+        for index, process in enumerate(workers):
+            if not process.is_alive() and not stopping:
+                log.warning("gateway worker exited, restarting", extra={"exitcode": process.exitcode})
+                workers[index] = start()
+        time.sleep(0.5)
+    codes = []
+    for process in workers:
+        process.join()
+        codes.append(process.exitcode)
+    return 0 if all(code == 0 for code in codes) else 1

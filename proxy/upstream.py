@@ -1,0 +1,98 @@
+"""HTTP forwarding: one pooled client session, bodies streamed both ways.
+
+The client session keeps connections alive per upstream, never decompresses, never follows
+redirects and never keeps cookies (one session serves every student: a cookie jar would
+hand one student's cookies to another). Request bodies are passed on as they arrive and
+response bodies are written as they come, so memory stays flat for any size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+from userland.proxy.headers import client_response_headers
+
+CHUNK = 256 * 1024
+# No Content-Type, User-Agent or Accept-Encoding of aiohttp's own: the client's are passed as-is.
+SKIP_AUTO_HEADERS = ("User-Agent", "Accept-Encoding", "Content-Type", "Accept")
+
+
+def make_client_session(*, limit: int = 0, limit_per_host: int = 0,
+                        connect_timeout: float = 10.0) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit_per_host,
+                                     ttl_dns_cache=30, keepalive_timeout=60)
+    return aiohttp.ClientSession(
+        connector=connector,
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
+        read_bufsize=2**18,
+    )
+
+
+class UpstreamError(Exception):
+    """The upstream could not be reached, or a response broke off; `kind` names how.
+
+    `response` is set when the status line had already gone out (nothing more can be sent).
+    """
+
+    def __init__(self, kind: str, detail: str, response: web.StreamResponse | None = None) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.response = response
+
+
+def target_url(base: str, raw_path: str) -> URL:
+    """The upstream URL: its base plus the client's path and query, byte for byte."""
+    if not raw_path.startswith("/"):
+        raw_path = "/" + raw_path
+    return URL(base + raw_path, encoded=True)
+
+
+async def _body(request: web.Request) -> AsyncIterator[bytes]:
+    async for chunk in request.content.iter_chunked(CHUNK):
+        yield chunk
+
+
+async def forward_http(request: web.Request, session: aiohttp.ClientSession, url: URL,
+                       headers: CIMultiDict[str], *, session_cookie: str) -> web.StreamResponse:
+    """Send `request` to `url` and stream the answer back. Raises UpstreamError before any
+    byte of a response has been sent; after that, a broken upstream ends the response early."""
+    data = _body(request) if request.body_exists else None
+    try:
+        upstream = await session.request(
+            request.method, url, headers=headers, data=data, allow_redirects=False,
+            skip_auto_headers=SKIP_AUTO_HEADERS, compress=None,
+        )
+    except aiohttp.ClientConnectorError as err:
+        raise UpstreamError("refused", str(err)) from None
+    except TimeoutError:
+        raise UpstreamError("timeout", "no answer in time") from None
+    except aiohttp.ClientError as err:
+        raise UpstreamError("broken", repr(err)) from None
+    response = web.StreamResponse(
+        status=upstream.status, reason=upstream.reason,
+        headers=client_response_headers(upstream.headers, session_cookie=session_cookie),
+    )
+    try:
+        # Content-Length (when the upstream sent one) was copied, so the body goes out
+        # unchanged; otherwise aiohttp chunks it.
+        await response.prepare(request)
+        if request.method != "HEAD" and upstream.status not in (204, 304):
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+        await response.write_eof()
+        return response
+    except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as err:
+        # Either side broke mid-body: the status line is out already, so cut the connection
+        # and let the client see a truncated response rather than a wrong complete one.
+        if request.transport is not None:
+            request.transport.close()
+        raise UpstreamError("interrupted", repr(err), response) from None
+    finally:
+        upstream.release()

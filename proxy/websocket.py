@@ -1,0 +1,138 @@
+"""WebSocket forwarding: text, binary, ping and pong both ways, and close codes both ways.
+
+The upstream is connected first, so a refused upstream still gets the 502 page; then the
+client's handshake is answered with the subprotocol the upstream chose. Neither side pings
+or closes by itself (autoping/autoclose off): pings are passed through as pings, and a close
+from one side is passed to the other with its code and reason, then answered.
+Open sessions are tracked so a draining gateway can close them with 1001 (going away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import WSCloseCode, WSMsgType, web
+from multidict import CIMultiDict
+from yarl import URL
+
+from userland.proxy.upstream import UpstreamError
+
+# Codes that must not appear in a close frame (RFC 6455 section 7.4.1); what to send instead.
+_NOT_SENDABLE = {1004, 1005, 1006, 1015}
+
+
+def sendable_close_code(code: int | None) -> int:
+    """The code to pass on for a close received as `code` (None: the peer just vanished)."""
+    if code is None or code == 1006:
+        return int(WSCloseCode.INTERNAL_ERROR)  # the other side dropped without a close frame
+    if code in _NOT_SENDABLE or not (1000 <= code <= 4999):
+        return int(WSCloseCode.OK)
+    return code
+
+
+def is_websocket_upgrade(request: web.Request) -> bool:
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        return False
+    tokens = {t.strip().lower() for t in request.headers.get("Connection", "").split(",")}
+    return "upgrade" in tokens and request.method == "GET"
+
+
+def requested_protocols(request: web.Request) -> tuple[str, ...]:
+    value = ",".join(request.headers.getall("Sec-WebSocket-Protocol", ()))
+    return tuple(p.strip() for p in value.split(",") if p.strip())
+
+
+@dataclass
+class WebSocketPair:
+    client: web.WebSocketResponse
+    upstream: aiohttp.ClientWebSocketResponse
+    going_away: bool = field(default=False)
+
+    async def close_going_away(self) -> None:
+        """Close both sides with 1001 (the gateway is shutting down)."""
+        self.going_away = True
+        await asyncio.gather(
+            self.client.close(code=WSCloseCode.GOING_AWAY, message=b"gateway shutting down"),
+            self.upstream.close(code=WSCloseCode.GOING_AWAY, message=b"gateway shutting down"),
+            return_exceptions=True,
+        )
+
+
+async def _pump(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+                sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
+    """Copy messages from `source` to `sink` until `source` closes; pass the close on."""
+    while True:
+        msg = await source.receive()
+        if msg.type is WSMsgType.TEXT:
+            await sink.send_str(msg.data)
+        elif msg.type is WSMsgType.BINARY:
+            await sink.send_bytes(msg.data)
+        elif msg.type is WSMsgType.PING:
+            await sink.ping(msg.data)
+        elif msg.type is WSMsgType.PONG:
+            await sink.pong(msg.data)
+        elif msg.type is WSMsgType.CLOSE:
+            code = sendable_close_code(msg.data)
+            reason = (msg.extra or "").encode()[:123]
+            # Answer the close first: the other pump then sees CLOSING and leaves this side be.
+            await source.close(code=code, message=reason)
+            await sink.close(code=code, message=reason)
+            return
+        elif msg.type is WSMsgType.CLOSING:
+            return  # closed from this process (the other pump, or a draining gateway)
+        else:  # CLOSED, ERROR: the source vanished without a close frame
+            await sink.close(code=sendable_close_code(None), message=b"")
+            return
+
+
+async def forward_websocket(
+    request: web.Request, session: aiohttp.ClientSession, url: URL, headers: CIMultiDict[str],
+    *, register: Callable[[WebSocketPair], None], unregister: Callable[[WebSocketPair], None],
+) -> web.WebSocketResponse:
+    ws_url = url.with_scheme("wss" if url.scheme == "https" else "ws")
+    try:
+        upstream = await session.ws_connect(
+            ws_url, headers=headers, protocols=requested_protocols(request),
+            autoclose=False, autoping=False, max_msg_size=0, compress=0,
+        )
+    except aiohttp.WSServerHandshakeError as err:
+        raise UpstreamError("handshake", f"upstream answered {err.status}") from None
+    except aiohttp.ClientConnectorError as err:
+        raise UpstreamError("refused", str(err)) from None
+    except TimeoutError:
+        raise UpstreamError("timeout", "no answer in time") from None
+    except aiohttp.ClientError as err:
+        raise UpstreamError("broken", repr(err)) from None
+
+    client = web.WebSocketResponse(
+        protocols=(upstream.protocol,) if upstream.protocol else (),
+        autoclose=False, autoping=False, max_msg_size=0,
+    )
+    pair = WebSocketPair(client, upstream)
+    try:
+        await client.prepare(request)
+    except Exception:
+        await upstream.close()
+        raise
+    register(pair)
+    try:
+        to_upstream = asyncio.create_task(_pump(client, upstream))
+        to_client = asyncio.create_task(_pump(upstream, client))
+        done, pending = await asyncio.wait({to_upstream, to_client}, return_when=asyncio.FIRST_COMPLETED)
+        # One side closed (and the close was passed on); the other pump has nothing left to do.
+        for task in pending:
+            task.cancel()
+        for task in (*done, *pending):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    finally:
+        unregister(pair)
+        if not upstream.closed:
+            await upstream.close()
+        if not client.closed:
+            await client.close()
+    return client

@@ -1,0 +1,130 @@
+"""Header rewriting, table-driven: client headers in, upstream headers out (and back)."""
+
+from __future__ import annotations
+
+import pytest
+from multidict import CIMultiDict
+
+from userland.platform import identity
+from userland.proxy.headers import client_response_headers, strip_cookie, upstream_request_headers
+
+SECRET = "k" * 40
+SPOOFS = [
+    [("X-User", "victim")],
+    [("x-user", "victim")],
+    [("X-USER", "victim")],
+    [("x_user", "victim")],
+    [("X_User", "victim")],
+    [("X-User", "victim"), ("X-User", "victim2")],
+    [("X-Forwarded-User", "victim")],
+    [("X_Forwarded_User", "victim")],
+    [("X-Forwarded-Email", "victim@example.edu")],
+    [("X-User-Signature", identity.sign_identity("victim", SECRET))],
+    [("x_user_signature", identity.sign_identity("victim", SECRET))],
+    [("X-Auth-Request-User", "victim")],
+    [("Remote-User", "victim")],
+    [("Connection", "x-user"), ("X-User", "victim")],
+]
+
+
+def rewrite(headers: list[tuple[str, str]], login: str | None = "alice", **kw: str) -> CIMultiDict[str]:
+    args = {"secret": SECRET, "client_ip": "10.0.0.7", "proto": "https", "host": "ide.example.edu",
+            "session_cookie": "userland_session"}
+    args.update(kw)
+    return upstream_request_headers(headers, login, **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spoof", SPOOFS, ids=lambda s: ",".join(n for n, _ in s))
+def test_spoofed_identity_headers_are_replaced_by_the_real_user(spoof: list[tuple[str, str]]) -> None:
+    out = rewrite([("Host", "ide.example.edu"), *spoof])
+    assert out.getall("X-User") == ["alice"]
+    assert len(out.getall("X-User-Signature")) == 1
+    assert identity.verify_identity("alice", out["X-User-Signature"], SECRET)
+    for name, value in out.items():
+        assert "victim" not in value, (name, value)
+        if identity.is_identity_header(name):
+            assert name in ("X-User", "X-User-Signature")
+
+
+@pytest.mark.parametrize("spoof", SPOOFS, ids=lambda s: ",".join(n for n, _ in s))
+def test_anonymous_requests_carry_no_identity_at_all(spoof: list[tuple[str, str]]) -> None:
+    out = rewrite(spoof, login=None)
+    assert not [name for name in out if identity.is_identity_header(name)]
+
+
+@pytest.mark.parametrize(("client", "expected"), [
+    ([("X-Forwarded-For", "1.2.3.4")], "10.0.0.7"),
+    ([("X-Forwarded-For", "1.2.3.4"), ("X-Forwarded-For", "5.6.7.8")], "10.0.0.7"),
+    ([("x_forwarded_for", "1.2.3.4")], "10.0.0.7"),
+    ([], "10.0.0.7"),
+])
+def test_client_forwarded_for_is_never_trusted(client: list[tuple[str, str]], expected: str) -> None:
+    out = rewrite(client)
+    assert out.getall("X-Forwarded-For") == [expected]
+
+
+def test_forwarded_headers_are_set_from_the_gateway_view() -> None:
+    out = rewrite([("X-Forwarded-Proto", "http"), ("X-Forwarded-Host", "evil.example"),
+                   ("Forwarded", "for=1.2.3.4;host=evil"), ("X-Forwarded-Port", "1"),
+                   ("X-Real-IP", "1.2.3.4")])
+    assert out.getall("X-Forwarded-Proto") == ["https"]
+    assert out.getall("X-Forwarded-Host") == ["ide.example.edu"]
+    assert "Forwarded" not in out and "X-Forwarded-Port" not in out and "X-Real-IP" not in out
+
+
+@pytest.mark.parametrize(("cookies", "expected"), [
+    (["userland_session=abc"], None),
+    (["userland_session=abc; app=1"], "app=1"),
+    (["app=1; userland_session=abc; other=2"], "app=1; other=2"),
+    (["userland_session=abc; userland_session=forged"], None),
+    (["a=1", "userland_session=abc", "b=2"], "a=1; b=2"),
+    (["userland_session_other=1"], "userland_session_other=1"),  # a different cookie: kept
+    (["x=userland_session"], "x=userland_session"),
+    (["  userland_session = abc ;app=1"], "app=1"),
+])
+def test_only_the_platform_session_cookie_is_removed(cookies: list[str], expected: str | None) -> None:
+    out = rewrite([("Cookie", c) for c in cookies])
+    assert out.get("Cookie") == expected
+    assert len(out.getall("Cookie", [])) == (0 if expected is None else 1)
+
+
+@pytest.mark.parametrize("name", [
+    "Connection", "Keep-Alive", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Authorization",
+    "Proxy-Connection", "Proxy-Anything", "X-Named-By-Connection", "Expect",
+])
+def test_hop_by_hop_request_headers_are_removed(name: str) -> None:
+    out = rewrite([("Connection", "keep-alive, X-Named-By-Connection"), (name, "v"),
+                   ("Accept", "text/html")])
+    assert name not in out
+    assert out["Accept"] == "text/html"
+
+
+def test_end_to_end_headers_pass_unchanged_and_in_order() -> None:
+    client = [("Host", "ide.example.edu"), ("Accept-Encoding", "gzip"), ("Authorization", "Bearer app"),
+              ("Content-Length", "12"), ("X-Custom", "1"), ("X-Custom", "2"), ("Origin", "https://ide")]
+    out = rewrite(client)
+    for name, value in client:
+        assert value in out.getall(name)
+    assert out.getall("X-Custom") == ["1", "2"]
+
+
+def test_websocket_handshake_headers_are_left_to_the_websocket_client() -> None:
+    out = rewrite([("Sec-WebSocket-Key", "k"), ("Sec-WebSocket-Version", "13"),
+                   ("Sec-WebSocket-Protocol", "p"), ("Origin", "https://ide.example.edu")], websocket=True)
+    assert not [n for n in out if n.lower().startswith("sec-websocket")]
+    assert out["Origin"] == "https://ide.example.edu"
+
+
+def test_response_headers_drop_hop_by_hop_and_planted_session_cookies() -> None:
+    upstream = [("Connection", "close, X-Secret-Hop"), ("X-Secret-Hop", "1"), ("Keep-Alive", "t=5"),
+                ("Transfer-Encoding", "chunked"), ("Location", "/a?b=%2F"), ("Set-Cookie", "a=1"),
+                ("Set-Cookie", "b=2; HttpOnly"), ("Set-Cookie", "userland_session=planted; Path=/"),
+                ("Content-Encoding", "gzip"), ("Content-Length", "10")]
+    out = client_response_headers(upstream, session_cookie="userland_session")
+    assert list(out.items()) == [("Location", "/a?b=%2F"), ("Set-Cookie", "a=1"),
+                                 ("Set-Cookie", "b=2; HttpOnly"), ("Content-Encoding", "gzip"),
+                                 ("Content-Length", "10")]
+
+
+def test_strip_cookie_keeps_value_with_equals_signs() -> None:
+    assert strip_cookie("a=b=c; userland_session=x", "userland_session") == "a=b=c"
