@@ -31,7 +31,8 @@ async def _gone(kube: KubeClient, resource, ns: str, name: str) -> bool:  # type
 
 
 async def test_delete_collects_children_and_keeps_the_claim(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     await cluster.create_template("vscode", storage={"size": "1Gi", "mountPath": "/home/coder"})
     await cluster.create_userland("ann", "vscode")
     async with run_operator():
@@ -51,9 +52,11 @@ async def test_delete_collects_children_and_keeps_the_claim(
 
 
 async def test_reclaim_policy_delete_removes_the_claim_with_a_finalizer(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
-    await cluster.create_template("scratch", storage={"size": "1Gi", "mountPath": "/work",
-                                                      "reclaimPolicy": "Delete"})
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
+    await cluster.create_template(
+        "scratch", storage={"size": "1Gi", "mountPath": "/work", "reclaimPolicy": "Delete"}
+    )
     await cluster.create_userland("ann", "scratch")
     async with run_operator():
         await eventually(lambda: _exists(kube, PVCS, namespace, "scratch-ann-data"))
@@ -75,7 +78,8 @@ async def _pvc_deleting_or_gone(kube: KubeClient, ns: str, name: str) -> bool:
 
 
 async def test_drift_is_repaired_and_foreign_labels_are_kept(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     await cluster.create_template("vscode", image="demo:1")
     await cluster.create_userland("ann", "vscode")
     async with run_operator():
@@ -85,33 +89,50 @@ async def test_drift_is_repaired_and_foreign_labels_are_kept(
         await kube.delete(SERVICES, namespace, "vscode-ann-svc")
         await eventually(lambda: _exists(kube, SERVICES, namespace, "vscode-ann-svc"))
         # Someone edits the image and adds their own label and annotation.
-        await kube.merge_patch(DEPLOYMENTS, namespace, "vscode-ann", {
-            "metadata": {"labels": {"team": "blue"}, "annotations": {naming.ANNOTATION_UPSTREAM: "x"}},
-            "spec": {"template": {"spec": {"containers": [{"name": "ide", "image": "evil:1"}]}}}})
+        await kube.merge_patch(
+            DEPLOYMENTS,
+            namespace,
+            "vscode-ann",
+            {
+                "metadata": {"labels": {"team": "blue"}, "annotations": {naming.ANNOTATION_UPSTREAM: "x"}},
+                "spec": {"template": {"spec": {"containers": [{"name": "ide", "image": "evil:1"}]}}},
+            },
+        )
 
         async def restored() -> dict | None:
             d = await kube.get(DEPLOYMENTS, namespace, "vscode-ann")
             image = d["spec"]["template"]["spec"]["containers"][0]["image"]
             return d if image == "demo:1" else None
+
         deployment = await eventually(restored)
         assert deployment["metadata"]["labels"]["team"] == "blue"
         assert deployment["metadata"]["annotations"][naming.ANNOTATION_UPSTREAM] == "x"
         # Someone strips our labels (so our watch no longer sees it): still repaired.
-        await kube.merge_patch(SERVICES, namespace, "vscode-ann-svc", {
-            "metadata": {"labels": {naming.LABEL_MANAGED_BY: None}}, "spec": {"ports": [
-                {"name": "http", "port": 9999, "targetPort": 9999, "protocol": "TCP"}]}})
+        await kube.merge_patch(
+            SERVICES,
+            namespace,
+            "vscode-ann-svc",
+            {
+                "metadata": {"labels": {naming.LABEL_MANAGED_BY: None}},
+                "spec": {"ports": [{"name": "http", "port": 9999, "targetPort": 9999, "protocol": "TCP"}]},
+            },
+        )
 
         async def service_repaired() -> bool:
             svc = await kube.get(SERVICES, namespace, "vscode-ann-svc")
-            return (svc["metadata"]["labels"].get(naming.LABEL_MANAGED_BY) == naming.MANAGED_BY
-                    and svc["spec"]["ports"][0]["port"] == 8080)
+            return (
+                svc["metadata"]["labels"].get(naming.LABEL_MANAGED_BY) == naming.MANAGED_BY
+                and svc["spec"]["ports"][0]["port"] == 8080
+            )
+
         # The stripped Service left the operator's view as a delete; the operator re-creates,
         # meets 409 AlreadyExists, reads it and repairs it.
         await eventually(service_repaired)
 
 
 async def test_missing_template_is_reported_and_recovers_by_itself(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     await cluster.create_userland("ann", "later")
     async with run_operator():
         ready = await eventually(lambda: _reason(cluster, "later-ann", "TemplateNotFound"))
@@ -129,7 +150,8 @@ async def _reason(cluster: Cluster, name: str, reason: str) -> dict | None:
 
 
 async def test_a_podspec_the_api_server_refuses_is_reported_with_its_message(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     bad = template_body("broken")
     bad["spec"]["podSpec"]["containers"][0]["name"] = "Not_A_DNS_Label"
     await kube.create(TEMPLATES, namespace, bad)
@@ -145,12 +167,17 @@ async def test_a_podspec_the_api_server_refuses_is_reported_with_its_message(
             status = (await kube.get(TEMPLATES, namespace, "broken")).get("status") or {}
             conds = status.get("conditions") or []
             return status if conds and conds[0]["reason"] == "InvalidPodSpec" else None
+
         status = await eventually(template_invalid)
         assert status["conditions"][0]["status"] == "False"
         assert await eventually(lambda: _template_count(kube, namespace, "broken", 2))
         # Fixing the Template heals every Userland.
-        await kube.merge_patch(TEMPLATES, namespace, "broken", {"spec": {"podSpec": {"containers": [
-            {"name": "ide", "image": "demo:1"}]}}})
+        await kube.merge_patch(
+            TEMPLATES,
+            namespace,
+            "broken",
+            {"spec": {"podSpec": {"containers": [{"name": "ide", "image": "demo:1"}]}}},
+        )
         await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "broken-bob"))
         await eventually(lambda: _reason(cluster, "broken-bob", "Starting"))
         assert controller.health()[0]
@@ -162,11 +189,13 @@ async def _template_count(kube: KubeClient, ns: str, name: str, count: int) -> b
 
 
 async def test_a_template_that_makes_no_sense_never_crashes_the_operator(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     # The schema passes a container's fields through as-is: wrong types must not hurt us.
     nonsense = template_body("odd")
-    nonsense["spec"]["podSpec"] = {"containers": [{"name": "ide", "image": "x", "env": "oops",
-                                                   "args": {"not": "a list"}}]}
+    nonsense["spec"]["podSpec"] = {
+        "containers": [{"name": "ide", "image": "x", "env": "oops", "args": {"not": "a list"}}]
+    }
     await kube.create(TEMPLATES, namespace, nonsense)
     await cluster.create_userland("ann", "odd")
     await cluster.create_template("fine")
@@ -179,7 +208,8 @@ async def test_a_template_that_makes_no_sense_never_crashes_the_operator(
 
 
 async def test_ready_once_the_deployment_is_available(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     await cluster.create_template("vscode")
     await cluster.create_userland("ann", "vscode")
     async with run_operator():
@@ -195,16 +225,19 @@ async def test_ready_once_the_deployment_is_available(
         assert status["url"] == "https://vscode.example.edu/"
         userland = await kube.get(USERLANDS, namespace, "vscode-ann")
         assert status["observedGeneration"] == userland["metadata"]["generation"]
+
         # The story for `kubectl describe`: what was created, and that it became ready.
         async def reasons() -> set[str]:
             events = (await kube.list(EVENTS, namespace))["items"]
             found = {e["reason"] for e in events if e["involvedObject"]["name"] == "vscode-ann"}
             return found if {"Created", "Available"} <= found else set()
+
         assert await eventually(reasons)
 
 
 async def test_last_transition_time_moves_only_when_the_status_changes(
-        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
     await cluster.create_template("vscode")
     await cluster.create_userland("ann", "vscode", suspended=True)
     async with run_operator():
