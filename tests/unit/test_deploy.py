@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from userland.cli import main
 from userland.platform import models
 from userland.platform.settings import Settings
 
@@ -130,28 +131,43 @@ def named_port(container: dict[str, Any], port: int | str) -> int:
     return int(number)
 
 
-# name, replicas, args, port, probe kind with /healthz on that port
+# name, replicas, subcommand, port, probe kind with /healthz on that port
 COMPONENTS = [
-    ("userland-operator", 2, ["operator"], 8081, "livenessProbe"),
-    ("userland-gateway", 2, ["gateway"], 8000, "readinessProbe"),
-    ("userland-web", 1, ["web"], 8080, "readinessProbe"),
+    ("userland-operator", 2, "operator", 8081, "livenessProbe"),
+    ("userland-gateway", 2, "gateway", 8000, "readinessProbe"),
+    ("userland-web", 1, "web", 8080, "readinessProbe"),
 ]
 
 
-@pytest.mark.parametrize(("name", "replicas", "args", "port", "probe"), COMPONENTS,
+@pytest.mark.parametrize(("name", "replicas", "command", "port", "probe"), COMPONENTS,
                          ids=[c[0] for c in COMPONENTS])
-def test_components(rendered: list[dict[str, Any]], name: str, replicas: int, args: list[str],
+def test_components(rendered: list[dict[str, Any]], name: str, replicas: int, command: str,
                     port: int, probe: str) -> None:
     deployment = find(rendered, "Deployment", name)
     assert deployment["spec"]["replicas"] == replicas
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == name
     (container,) = pod["containers"]
-    assert container["args"] == args
+    assert container["args"][0] == command
     assert "command" not in container  # the image's ENTRYPOINT is `userland`
     assert port in [p["containerPort"] for p in container["ports"]]
     check = container[probe]["httpGet"]
     assert (check["path"], named_port(container, check["port"])) == ("/healthz", port)
+
+
+@pytest.mark.parametrize(("name", "port"), [("userland-operator", 8081), ("userland-gateway", 8000)])
+def test_args_parse_with_the_real_command_line(rendered: list[dict[str, Any]], name: str,
+                                               port: int) -> None:
+    (container,) = containers(find(rendered, "Deployment", name))
+    args = main._parser().parse_args(container["args"])
+    assert args.listen == f"0.0.0.0:{port}"  # what the container port and probes point at
+
+
+def test_gateway_outlives_its_websocket_grace(rendered: list[dict[str, Any]]) -> None:
+    deployment = find(rendered, "Deployment", "userland-gateway")
+    (container,) = containers(deployment)
+    grace = main._parser().parse_args(container["args"]).grace
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > grace
 
 
 def test_one_image_for_every_component(rendered: list[dict[str, Any]]) -> None:
