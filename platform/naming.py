@@ -12,7 +12,10 @@ import hashlib
 import re
 
 # A GitHub login: 1-39 alphanumerics or single hyphens, not starting or ending with one.
-LOGIN_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$"
+# RE2-compatible (no look-ahead), so the CRD schema uses the very same string; the length
+# limit is separate (LOGIN_MAX here, maxLength in the schema).
+LOGIN_PATTERN = r"^[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$"
+LOGIN_MAX = 39
 _LOGIN_RE = re.compile(LOGIN_PATTERN)
 # A Kubernetes object name that is also a DNS-1123 label (Templates must be one).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -47,7 +50,8 @@ class InvalidName(ValueError):
 
 
 def is_valid_login(login: str) -> bool:
-    return bool(_LOGIN_RE.match(login))
+    # fullmatch: `$` alone would also accept a trailing newline, which the API server refuses.
+    return len(login) <= LOGIN_MAX and _LOGIN_RE.fullmatch(login) is not None
 
 
 def normalize_login(login: str) -> str:
@@ -61,7 +65,7 @@ def normalize_login(login: str) -> str:
 
 
 def is_valid_dns_label(name: str) -> bool:
-    return len(name) <= DNS_LABEL_MAX and bool(_DNS_LABEL_RE.match(name))
+    return len(name) <= DNS_LABEL_MAX and _DNS_LABEL_RE.fullmatch(name) is not None
 
 
 def _short_hash(text: str) -> str:

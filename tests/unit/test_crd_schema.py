@@ -277,12 +277,14 @@ def test_login_schema_and_naming_agree_exhaustively() -> None:
     assert disagree == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "naming.is_valid_login uses re.match with `$`, which also matches before a final newline; "
-    "the API server (Go regexp) refuses it. Fix: fullmatch or \\Z in platform/naming.py"))
 def test_login_with_trailing_newline_is_refused_by_naming_like_the_schema() -> None:
     assert schema_accepts_login("koba1t\n") is False
     assert naming.is_valid_login("koba1t\n") is False
+
+
+def test_login_pattern_is_the_naming_one() -> None:
+    assert LOGIN["pattern"] == naming.LOGIN_PATTERN
+    assert LOGIN["maxLength"] == naming.LOGIN_MAX
 
 
 def test_template_name_pattern_is_the_naming_one() -> None:
