@@ -119,6 +119,7 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
     gateway = request.app[GATEWAY]
     started = time.perf_counter()
     status = 500
+    gateway.request_started()
     try:
         response = await _dispatch(gateway, request, handler)
         status = response.status
@@ -127,6 +128,7 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
         status = exc.status
         raise
     finally:
+        gateway.request_finished()
         # A WebSocket's "latency" would be its whole session: count it, keep it out of the histogram.
         gateway.metrics.observe(status, time.perf_counter() - started, latency=status != 101)
 

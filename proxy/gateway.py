@@ -65,8 +65,10 @@ class Gateway:
         # The scheme clients use, as the deployment publishes it (TLS usually ends before us).
         self.proto = public.scheme or "http"
         self.websockets: set[WebSocketPair] = set()
-        self.no_websockets = asyncio.Event()
-        self.no_websockets.set()
+        # Requests being handled (WebSockets included), for a drain that waits for them.
+        self.active = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
         self._client: aiohttp.ClientSession | None = None
 
     # -- lifecycle
@@ -78,6 +80,15 @@ class Gateway:
     def client(self) -> aiohttp.ClientSession:
         assert self._client is not None, "Gateway.open() was not called"
         return self._client
+
+    def request_started(self) -> None:
+        self.active += 1
+        self.idle.clear()
+
+    def request_finished(self) -> None:
+        self.active -= 1
+        if self.active == 0:
+            self.idle.set()
 
     # -- helpers
 
@@ -123,13 +134,10 @@ class Gateway:
 
     def _ws_opened(self, pair: WebSocketPair) -> None:
         self.websockets.add(pair)
-        self.no_websockets.clear()
         self.metrics.websocket_opened()
 
     def _ws_closed(self, pair: WebSocketPair) -> None:
         self.websockets.discard(pair)
-        if not self.websockets:
-            self.no_websockets.set()
         self.metrics.websocket_closed()
 
     # -- the two kinds of traffic

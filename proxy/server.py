@@ -4,9 +4,9 @@
 processes that each bind the same port with SO_REUSEPORT (the kernel spreads connections
 over them); the parent then only forwards SIGTERM/SIGINT and restarts a worker that died.
 
-On SIGTERM a worker: closes its listening socket (new connections are refused), closes idle
-keep-alive connections, lets in-flight requests finish, keeps open WebSockets working for up
-to `grace` seconds, then closes those left with 1001 (going away) and exits 0.
+On SIGTERM a worker: closes its listening socket (new connections are refused), lets in-flight
+requests finish and keeps open WebSockets working for up to `grace` seconds, then closes the
+WebSockets left with 1001 (going away), closes idle keep-alive connections and exits 0.
 uvloop is used when it is installed.
 """
 
@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -30,6 +30,7 @@ from aiohttp import web
 from userland.platform.logs import setup_logging
 from userland.platform.settings import Settings
 from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
+from userland.proxy.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +52,24 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def drain_websockets(grace: float) -> Callable[[web.Application], Awaitable[None]]:
-    """An on_shutdown hook: wait up to `grace` s for WebSockets to end, then close them with 1001."""
-    async def drain(app: web.Application) -> None:
-        gateway = app[GATEWAY]
-        if gateway.websockets:
-            log.info("waiting for websockets to finish",
-                     extra={"open": len(gateway.websockets), "grace_seconds": grace})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(gateway.no_websockets.wait(), grace)
-        left = list(gateway.websockets)
-        if left:
-            log.info("closing websockets after the grace period", extra={"open": len(left)})
-            await asyncio.gather(*(pair.close_going_away() for pair in left), return_exceptions=True)
-    return drain
+async def drain(gateway: Gateway, grace: float) -> None:
+    """Let in-flight requests finish and open WebSockets go on for up to `grace` seconds,
+    then close the WebSockets left with 1001 (going away).
+
+    This runs before aiohttp's own shutdown: that one stops reading from every connection at
+    once (open WebSockets and uploads in progress would stall), so it comes only at the end.
+    """
+    if not gateway.idle.is_set():
+        log.info("waiting for requests and websockets to finish", extra={
+            "active": gateway.active, "websockets": len(gateway.websockets), "grace_seconds": grace})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(gateway.idle.wait(), grace)
+    left = list(gateway.websockets)
+    if left:
+        log.info("closing websockets after the grace period", extra={"open": len(left)})
+        await asyncio.gather(*(pair.close_going_away() for pair in left), return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(gateway.idle.wait(), 5)
 
 
 async def serve(settings: Settings, options: ServerOptions, *, reuse_port: bool = False) -> int:
@@ -73,9 +78,8 @@ async def serve(settings: Settings, options: ServerOptions, *, reuse_port: bool 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     app = create_app(settings, kubeconfig=options.kubeconfig)
-    app.on_shutdown.append(drain_websockets(options.grace))
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=max(options.grace, 1.0),
-                           **RUNNER_KWARGS)
+    # Requests still running after the drain get this long before they are cut.
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0, **RUNNER_KWARGS)
     setup = asyncio.create_task(runner.setup())  # waits until the watches have synced
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({setup, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -92,6 +96,8 @@ async def serve(settings: Settings, options: ServerOptions, *, reuse_port: bool 
                                          "upstream_mode": settings.upstream_mode})
     await stopped
     log.info("gateway draining", extra={"grace_seconds": options.grace})
+    await site.stop()  # new connections are refused from here on
+    await drain(app[GATEWAY], options.grace)
     await runner.cleanup()
     log.info("gateway stopped")
     return 0

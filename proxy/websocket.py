@@ -23,6 +23,8 @@ from userland.proxy.upstream import UpstreamError
 
 # Codes that must not appear in a close frame (RFC 6455 section 7.4.1); what to send instead.
 _NOT_SENDABLE = {1004, 1005, 1006, 1015}
+# How long a close being passed from one side to the other may take.
+CLOSE_TIMEOUT = 5.0
 
 
 def sendable_close_code(code: int | None) -> int:
@@ -46,15 +48,18 @@ def requested_protocols(request: web.Request) -> tuple[str, ...]:
     return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: kept in a set of open sessions
 class WebSocketPair:
     client: web.WebSocketResponse
     upstream: aiohttp.ClientWebSocketResponse
     going_away: bool = field(default=False)
+    # Set as soon as one side's close is being passed to the other: (code, reason).
+    closing: tuple[int, bytes] | None = None
 
     async def close_going_away(self) -> None:
         """Close both sides with 1001 (the gateway is shutting down)."""
         self.going_away = True
+        self.closing = self.closing or (int(WSCloseCode.GOING_AWAY), b"gateway shutting down")
         await asyncio.gather(
             self.client.close(code=WSCloseCode.GOING_AWAY, message=b"gateway shutting down"),
             self.upstream.close(code=WSCloseCode.GOING_AWAY, message=b"gateway shutting down"),
@@ -62,7 +67,7 @@ class WebSocketPair:
         )
 
 
-async def _pump(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+async def _pump(pair: WebSocketPair, source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
                 sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
     """Copy messages from `source` to `sink` until `source` closes; pass the close on."""
     while True:
@@ -78,6 +83,7 @@ async def _pump(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
         elif msg.type is WSMsgType.CLOSE:
             code = sendable_close_code(msg.data)
             reason = (msg.extra or "").encode()[:123]
+            pair.closing = pair.closing or (code, reason)
             # Answer the close first: the other pump then sees CLOSING and leaves this side be.
             await source.close(code=code, message=reason)
             await sink.close(code=code, message=reason)
@@ -85,7 +91,8 @@ async def _pump(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
         elif msg.type is WSMsgType.CLOSING:
             return  # closed from this process (the other pump, or a draining gateway)
         else:  # CLOSED, ERROR: the source vanished without a close frame
-            await sink.close(code=sendable_close_code(None), message=b"")
+            pair.closing = pair.closing or (sendable_close_code(None), b"")
+            await sink.close(code=pair.closing[0], message=pair.closing[1])
             return
 
 
@@ -119,20 +126,22 @@ async def forward_websocket(
         await upstream.close()
         raise
     register(pair)
+    pumps = {asyncio.create_task(_pump(pair, client, upstream)),
+             asyncio.create_task(_pump(pair, upstream, client))}
     try:
-        to_upstream = asyncio.create_task(_pump(client, upstream))
-        to_client = asyncio.create_task(_pump(upstream, client))
-        done, pending = await asyncio.wait({to_upstream, to_client}, return_when=asyncio.FIRST_COMPLETED)
-        # One side closed (and the close was passed on); the other pump has nothing left to do.
-        for task in pending:
-            task.cancel()
-        for task in (*done, *pending):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        # Also when this handler is cancelled (the client's connection dropped right after
+        # its close frame): a close being passed on is allowed to finish first.
+        if pair.closing is not None:
+            await asyncio.wait(pumps, timeout=CLOSE_TIMEOUT)
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+        code, reason = pair.closing or (int(WSCloseCode.OK), b"")
+        for side in (upstream, client):
+            if not side.closed:
+                with contextlib.suppress(Exception):
+                    await side.close(code=code, message=reason)
         unregister(pair)
-        if not upstream.closed:
-            await upstream.close()
-        if not client.closed:
-            await client.close()
     return client

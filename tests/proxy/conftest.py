@@ -69,6 +69,7 @@ class Echo:
         app.router.add_get("/redirect", self.redirect)
         app.router.add_get("/set-cookie", self.set_cookie)
         app.router.add_get("/ws", self.websocket)
+        app.router.add_get("/slow", self.slow)
         app.router.add_route("*", "/{tail:.*}", self.report)
         return app
 
@@ -109,6 +110,12 @@ class Echo:
         await response.write_eof()
         return response
 
+    async def slow(self, request: web.Request) -> web.Response:
+        """Answers after `seconds`: a request that is in flight when the gateway is told to stop."""
+        await self._record(request)
+        await asyncio.sleep(float(request.query["seconds"]))
+        return web.Response(text="slow done")
+
     async def redirect(self, request: web.Request) -> web.Response:
         await self._record(request)
         return web.Response(status=302, headers={"Location": "/somewhere/else?x=1&y=%2F"})
@@ -131,6 +138,9 @@ class Echo:
                     _, code, reason = msg.data.split(":", 2)
                     await ws.close(code=int(code), message=reason.encode())
                     break
+                if msg.data == "ping-me":
+                    await ws.ping(b"from-upstream")
+                    continue
                 if msg.data == "whoami":
                     await ws.send_str(json.dumps({"upstream": self.name,
                                                   "user": request.headers.get("X-User")}))
