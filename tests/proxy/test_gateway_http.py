@@ -345,3 +345,16 @@ async def test_access_log_has_no_cookies_tokens_or_query(
     assert records[-1].__dict__["user"] == "alice" and records[-1].__dict__["status"] == 200
     text = " ".join(json.dumps({k: str(v) for k, v in vars(r).items()}) for r in records)
     assert session not in text and "SECRETCODE" not in text and "SECRETTOKEN" not in text
+
+
+async def test_two_gateway_replicas_serve_the_same_session(
+        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any) -> None:
+    echo = await echo_factory("upstream")
+    await world.template("vscode", host=IDE_HOST)
+    await world.environment("vscode", "alice", echo)
+    first, second = await gateway_factory(), await gateway_factory()
+    session = await sessions("alice")  # one login, stored only in Redis
+    for gw in (first, second, first):
+        seen = await (await gw.get("/", headers={"Host": IDE_HOST, **cookie(session)})).json()
+        assert header_values(seen, "X-User") == ["alice"]
+    assert len(echo.requests) == 3
