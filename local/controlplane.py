@@ -52,8 +52,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG: the child gets SIGTERM if we die, so nothing is left behind.
+def die_with_parent() -> None:
+    """A `preexec_fn`: the child gets SIGTERM when the thread that started it dies.
+
+    PR_SET_PDEATHSIG follows the creating *thread*: start children from the main thread.
+    """
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
@@ -77,6 +80,9 @@ class ControlPlane:
     users: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     controllers: str = "garbagecollector,deployment,replicaset,namespace"
     port: int = 0
+    # True: the children get their own session, so a terminal's Ctrl-C reaches only us and we
+    # stop them in order (`userland local`); they still die with us (PR_SET_PDEATHSIG).
+    own_session: bool = False
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -112,7 +118,8 @@ class ControlPlane:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
+            start_new_session=self.own_session,
         )
         log.close()
 
