@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from userland.operator import builders
@@ -48,6 +49,12 @@ USERLAND = "Userland"
 TEMPLATE = "Template"
 # Template status (how many Userlands use it) is written at most this often per Template.
 TEMPLATE_STATUS_DEBOUNCE = 1.0
+
+
+@dataclass(frozen=True)
+class Applied:
+    verb: str  # Created | Updated
+    detail: str
 
 
 class NameConflict(Exception):
@@ -105,12 +112,18 @@ class Controller:
         namespaces = settings.namespaces
         managed = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
         self.templates = Informer(client, TEMPLATES, namespaces)
-        self.userlands = Informer(client, USERLANDS, namespaces)
+        # Thousands of these: kept as compact JSON text (see Informer).
+        self.userlands = Informer(client, USERLANDS, namespaces, compact=True)
         self.deployments = Informer(
-            client, DEPLOYMENTS, namespaces, label_selector=managed, transform=trim_deployment
+            client,
+            DEPLOYMENTS,
+            namespaces,
+            label_selector=managed,
+            transform=trim_deployment,
+            compact=True,
         )
-        self.services = Informer(client, SERVICES, namespaces, label_selector=managed)
-        self.pvcs = Informer(client, PVCS, namespaces, label_selector=managed)
+        self.services = Informer(client, SERVICES, namespaces, label_selector=managed, compact=True)
+        self.pvcs = Informer(client, PVCS, namespaces, label_selector=managed, compact=True)
         self.network_policies = Informer(client, NETWORK_POLICIES, namespaces, label_selector=managed)
         self.informers = [
             self.templates,
@@ -215,11 +228,11 @@ class Controller:
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.wait_synced() for informer in self.informers))
 
-    def enqueue_all(self) -> None:
-        for ns, name in list(self.templates.store):
-            self.queue.add((TEMPLATE, ns, name))
-        for ns, name in list(self.userlands.store):
-            self.queue.add((USERLAND, ns, name))
+    def enqueue_all(self, *, low: bool = False) -> None:
+        for ns, name in self.templates.object_keys():
+            self.queue.add((TEMPLATE, ns, name), low=low)
+        for ns, name in self.userlands.object_keys():
+            self.queue.add((USERLAND, ns, name), low=low)
 
     async def lead(self) -> None:
         """Reconcile until cancelled (run while holding the lease)."""
@@ -229,7 +242,7 @@ class Controller:
         try:
             while True:
                 await asyncio.sleep(self.resync_seconds)
-                self.enqueue_all()  # repairs anything a missed event left behind
+                self.enqueue_all(low=True)  # repairs anything a missed event left behind
         finally:
             for task in workers:
                 task.cancel()
@@ -337,6 +350,15 @@ class Controller:
         if children.pvc is not None:
             jobs.append(self._apply(PVCS, self.pvcs, children.pvc, userland, logger))
         results = await asyncio.gather(*jobs, return_exceptions=True)
+        # One Event per reconcile that changed something, not one per child: Events are
+        # writes too, and `kubectl describe` reads better with one line saying it all.
+        created = [r.detail for r in results if isinstance(r, Applied) and r.verb == "Created"]
+        updated = [r.detail for r in results if isinstance(r, Applied) and r.verb == "Updated"]
+        for verb, details in (("Created", created), ("Updated", updated)):
+            if details:
+                self.events.record(
+                    self._userland_obj(userland), "Normal", verb, f"{verb} " + "; ".join(details)
+                )
         for result in results:
             if isinstance(result, NameConflict):
                 return Problem("NameConflict", str(result))
@@ -366,19 +388,17 @@ class Controller:
 
     async def _apply(
         self, resource: Resource, informer: Informer, desired: JSON, userland: Userland, logger: ObjectLogger
-    ) -> None:
+    ) -> Applied | None:
+        """Create or repair one child; None when it already was as desired."""
         ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
         owned = resource is not PVCS
         actual = informer.get(ns, name)
         if actual is None:
             try:
                 created = await self.client.create(resource, ns, desired)
-                informer.store[(ns, name)] = informer.transform(created)
+                informer.put(created)
                 logger.info("created %s %s", resource.kind, name)
-                self.events.record(
-                    self._userland_obj(userland), "Normal", "Created", f"Created {resource.kind} {name}"
-                )
-                return
+                return Applied("Created", f"{resource.kind} {name}")
             except AlreadyExists:
                 # It exists outside our view (someone removed our labels): read it and repair.
                 actual = await self.client.get(resource, ns, name)
@@ -391,21 +411,19 @@ class Controller:
         if resource is PVCS:
             # A claim's spec is mostly immutable: keep it as it is, repair only our metadata.
             if contains_metadata(actual, desired):
-                return
+                return None
             patch: JSON = {"metadata": {"labels": desired["metadata"]["labels"]}}
             updated = await self.client.merge_patch(resource, ns, name, patch)
         elif have_hash == want_hash and builders.contains(actual, desired):
-            return
+            return None
         elif resource is DEPLOYMENTS:
             updated = await self.client.replace(resource, ns, name, _replacement(actual, desired))
         else:
             updated = await self.client.merge_patch(resource, ns, name, _merge_patch(desired))
-        informer.store[(ns, name)] = informer.transform(updated)
+        informer.put(updated)
         why = "the Template changed" if have_hash != want_hash else "it had been changed outside the operator"
         logger.info("updated %s %s: %s", resource.kind, name, why)
-        self.events.record(
-            self._userland_obj(userland), "Normal", "Updated", f"Updated {resource.kind} {name}: {why}"
-        )
+        return Applied("Updated", f"{resource.kind} {name} ({why})")
 
     async def _ensure_finalizer(self, obj: JSON, userland: Userland, template: Template) -> JSON:
         storage = template.spec.storage
@@ -427,7 +445,7 @@ class Controller:
             meta["name"],
             {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta["resourceVersion"]}},
         )
-        self.userlands.store[(meta["namespace"], meta["name"])] = self.userlands.transform(patched)
+        self.userlands.put(patched)
         return patched
 
     async def _finalize(self, obj: JSON, userland: Userland, logger: ObjectLogger) -> None:
@@ -474,7 +492,11 @@ class Controller:
         await self._patch_status(USERLANDS, self.userlands, obj, status)
         old_ready: JSON = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
         new_ready = status["conditions"][0]
-        if (old_ready.get("status"), old_ready.get("reason")) != (new_ready["status"], new_ready["reason"]):
+        first_start = not old_ready and new_ready["reason"] == "Starting"  # "Created" said it
+        if not first_start and (old_ready.get("status"), old_ready.get("reason")) != (
+            new_ready["status"],
+            new_ready["reason"],
+        ):
             event_type = (
                 "Normal"
                 if new_ready["status"] == "True" or new_ready["reason"] in ("Starting", "Suspended")
@@ -513,7 +535,7 @@ class Controller:
             )
         except NotFound:
             return  # deleted meanwhile
-        informer.store[(meta["namespace"], meta["name"])] = informer.transform(patched)
+        informer.put(patched)
 
     # ----- Template -----
 
@@ -589,14 +611,14 @@ class Controller:
         if actual is None:
             try:
                 created = await self.client.create(NETWORK_POLICIES, ns, desired)
-                self.network_policies.store[(ns, name)] = self.network_policies.transform(created)
+                self.network_policies.put(created)
                 return
             except AlreadyExists:
                 actual = await self.client.get(NETWORK_POLICIES, ns, name)
         if builders.contains(actual, desired):
             return
         updated = await self.client.merge_patch(NETWORK_POLICIES, ns, name, _merge_patch(desired))
-        self.network_policies.store[(ns, name)] = self.network_policies.transform(updated)
+        self.network_policies.put(updated)
 
     # ----- health -----
 

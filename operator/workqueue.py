@@ -5,6 +5,8 @@
   it is queued again when that processing ends (nothing is lost, nothing runs twice at once).
 - `retry(key)` puts it back after an exponential backoff per key; `forget(key)` resets it.
 - `add_after(key, delay)` for scheduled checks (debounced: an earlier due time wins).
+- `add(key, low=True)` for the periodic resync: such keys wait behind every key an event
+  named, so a resync of thousands never delays a student's new environment.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ K = TypeVar("K", bound=Hashable)
 
 class WorkQueue(Generic[K]):
     def __init__(self, *, base_delay: float = 0.2, max_delay: float = 60.0) -> None:
-        self._queue: asyncio.Queue[K] = asyncio.Queue()
-        self._queued: set[K] = set()
+        # Entries are (priority, sequence, key); a key upgraded to high priority leaves a
+        # stale low entry behind, skipped when popped (the key is no longer in _queued).
+        self._queue: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
+        self._queued: dict[K, int] = {}
+        self._sequence = 0
         self._active: set[K] = set()
         self._dirty: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -31,14 +36,16 @@ class WorkQueue(Generic[K]):
 
     @property
     def depth(self) -> int:
-        return self._queue.qsize()
+        return len(self._queued)
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, *, low: bool = False) -> None:
+        priority = 1 if low else 0
         if key in self._active:
             self._dirty.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+        elif self._queued.get(key, 2) > priority:
+            self._queued[key] = priority
+            self._sequence += 1
+            self._queue.put_nowait((priority, self._sequence, key))
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
@@ -74,10 +81,11 @@ class WorkQueue(Generic[K]):
         return self._failures.get(key, 0)
 
     async def get(self) -> K:
-        key = await self._queue.get()
-        self._queued.discard(key)
-        self._active.add(key)
-        return key
+        while True:
+            _, _, key = await self._queue.get()
+            if self._queued.pop(key, None) is not None:
+                self._active.add(key)
+                return key
 
     def done(self, key: K) -> None:
         self._active.discard(key)

@@ -5,11 +5,14 @@ version it saw (bookmarks included), relists on 410 Gone, and backs off on error
 are called with (old, new) for every change; either is None for an add or a delete. A relist
 reports the differences it finds, so no change is lost while a watch was down.
 Objects are stored after `transform` (trim what no one reads, such as managedFields).
+With `compact=True` each object is kept as its compact JSON text (a third to a fifth of the
+memory of the dicts) and decoded on every read, so readers also get a private copy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -45,6 +48,7 @@ class Informer:
         label_selector: str | None = None,
         transform: Callable[[JSON], JSON] = drop_managed_fields,
         watch_timeout: int = 300,
+        compact: bool = False,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -53,7 +57,9 @@ class Informer:
         self.label_selector = label_selector
         self.transform = transform
         self.watch_timeout = watch_timeout
-        self.store: dict[Key, JSON] = {}
+        self.compact = compact
+        # Values are dicts, or JSON text when compact: use get()/put()/items(), not this.
+        self.store: dict[Key, Any] = {}
         self.handlers: list[Handler] = []
         self._synced = {ns: asyncio.Event() for ns in self.namespaces}
         self.healthy = True
@@ -62,11 +68,26 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
 
+    def _decode(self, value: Any) -> JSON:
+        return json.loads(value) if self.compact else value  # type: ignore[no-any-return]
+
+    def _encode(self, obj: JSON) -> Any:
+        return json.dumps(obj, separators=(",", ":")) if self.compact else obj
+
     def get(self, namespace: str, name: str) -> JSON | None:
-        return self.store.get((namespace, name))
+        value = self.store.get((namespace, name))
+        return None if value is None else self._decode(value)
 
     def items(self) -> list[JSON]:
-        return list(self.store.values())
+        return [self._decode(v) for v in self.store.values()]
+
+    def object_keys(self) -> list[Key]:
+        return list(self.store)
+
+    def put(self, obj: JSON) -> None:
+        """Record an object this process just wrote (read-your-writes, before its event)."""
+        obj = self.transform(obj)
+        self.store[object_key(obj)] = self._encode(obj)
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(event.wait() for event in self._synced.values()))
@@ -88,22 +109,24 @@ class Informer:
     def _apply(self, event_type: str, raw: JSON) -> None:
         obj = self.transform(raw)
         key = object_key(obj)
-        old = self.store.get(key)
+        previous = self.store.get(key)
+        old = None if previous is None else self._decode(previous)
         if event_type == "DELETED":
             if self.store.pop(key, None) is not None:
                 self._emit(old, None)
             return
-        self.store[key] = obj
+        self.store[key] = self._encode(obj)
         self._emit(old, obj)
 
     def _replace(self, namespace: str | None, items: list[JSON]) -> None:
         fresh = {object_key(o): o for o in map(self.transform, items)}
         stale = [k for k in self.store if (namespace is None or k[0] == namespace) and k not in fresh]
         for key in stale:
-            self._emit(self.store.pop(key), None)
+            self._emit(self._decode(self.store.pop(key)), None)
         for key, obj in fresh.items():
-            old = self.store.get(key)
-            self.store[key] = obj
+            previous = self.store.get(key)
+            old = None if previous is None else self._decode(previous)
+            self.store[key] = self._encode(obj)
             if old is None or _version(old) != _version(obj):
                 self._emit(old, obj)
 

@@ -1,15 +1,14 @@
 """The Kubernetes I/O edge: one small JSON client shared by every component.
 
-kubernetes-asyncio loads the configuration (in-cluster service account, or a kubeconfig)
-and keeps bearer tokens fresh; requests go over one pooled aiohttp session as plain JSON
-dicts, which is much cheaper than the generated model classes at thousands of objects.
+platform/kubeconfig.py finds the API server and credentials (in-cluster, or a kubeconfig,
+with kubernetes-asyncio's loader for the exotic cases); requests go over one pooled aiohttp
+session as plain JSON dicts, much cheaper than generated model classes at thousands of objects.
 API errors are translated here, once, into the exceptions below; callers see nothing else.
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,10 +16,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
-from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
 from userland.platform import naming
+from userland.platform.kubeconfig import ClusterAccess, cluster_access
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
@@ -123,36 +121,17 @@ def _error_for(status: int, body: bytes) -> KubeError:
     return PermanentError(status, reason, message)
 
 
-async def load_configuration(kubeconfig: str | None = None) -> Configuration:
-    """In-cluster config when running in a pod (and no kubeconfig is named), else a kubeconfig."""
-    config = Configuration()
-    if kubeconfig is None:
-        try:
-            load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
-            return config
-        except ConfigException:
-            pass
-    await load_kube_config(config_file=kubeconfig, client_configuration=config)
-    return config
-
-
 class KubeClient:
     """JSON requests to the API server over one pooled connection set.
 
     `writes` counts mutating requests by verb and kind, for metrics and benchmarks.
     """
 
-    def __init__(self, config: Configuration, *, pool_size: int = 64) -> None:
-        self._config = config
-        self._host = str(config.host).rstrip("/")
-        ssl_ctx = ssl.create_default_context(cafile=config.ssl_ca_cert)
-        if config.cert_file:
-            ssl_ctx.load_cert_chain(config.cert_file, keyfile=config.key_file)
-        if not config.verify_ssl:
-            ssl_ctx.check_hostname = False
-            ssl_ctx.verify_mode = ssl.CERT_NONE
+    def __init__(self, access: ClusterAccess, *, pool_size: int = 64) -> None:
+        self._host = access.host
+        self._authorization = access.authorization
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=pool_size, ssl=ssl_ctx),
+            connector=aiohttp.TCPConnector(limit=pool_size, ssl=access.ssl_context),
             # Watch lines can hold large objects (etcd allows 1.5 MiB).
             read_bufsize=2**21,
         )
@@ -160,7 +139,7 @@ class KubeClient:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 64) -> KubeClient:
-        return cls(await load_configuration(kubeconfig), pool_size=pool_size)
+        return cls(await cluster_access(kubeconfig), pool_size=pool_size)
 
     async def close(self) -> None:
         await self._session.close()
@@ -173,11 +152,8 @@ class KubeClient:
 
     async def _headers(self, content_type: str = "application/json") -> dict[str, str]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        token = await self._config.get_api_key_with_prefix("BearerToken")
-        if token:
-            headers["Authorization"] = token
-        elif self._config.username:
-            headers["Authorization"] = self._config.get_basic_auth_token()
+        if (authorization := await self._authorization()) is not None:
+            headers["Authorization"] = authorization
         return headers
 
     async def request(

@@ -47,3 +47,15 @@ async def test_add_after_keeps_the_earliest_due_time() -> None:
     await asyncio.sleep(0.05)
     assert queue.depth == 0
     queue.close()
+
+
+async def test_resync_keys_wait_behind_event_keys_and_can_be_promoted() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("r1", "r2", "r3"):
+        queue.add(key, low=True)
+    queue.add("event")
+    queue.add("r3")  # an event names a key already waiting for the resync: it moves up
+    assert queue.depth == 4
+    order = [await queue.get() for _ in range(4)]
+    assert order == ["event", "r3", "r1", "r2"]
+    assert queue.depth == 0
