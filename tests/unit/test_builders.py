@@ -27,13 +27,17 @@ def _template(**spec: Any) -> Template:
             "routing": {"host": "ide.example.edu"},
             "port": 8080,
             "podSpec": {
-                "containers": [{
-                    "name": "code-server",
-                    "image": "codercom/code-server:4",
-                    "args": ["--auth", "none", "--user-data-dir", "/home/coder/${USER}"],
-                    "env": [{"name": "STUDENT", "value": "${USER}"},
-                            {"name": "FROM_FIELD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                }],
+                "containers": [
+                    {
+                        "name": "code-server",
+                        "image": "codercom/code-server:4",
+                        "args": ["--auth", "none", "--user-data-dir", "/home/coder/${USER}"],
+                        "env": [
+                            {"name": "STUDENT", "value": "${USER}"},
+                            {"name": "FROM_FIELD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        ],
+                    }
+                ],
             },
             **spec,
         },
@@ -42,11 +46,17 @@ def _template(**spec: Any) -> Template:
 
 
 def _userland(user: str = "Koba1t", suspended: bool = False) -> Userland:
-    return Userland.from_object({
-        "metadata": {"name": f"vscode-{user.lower()}", "namespace": "classroom", "uid": "ul-uid",
-                     "generation": 1},
-        "spec": {"user": user, "template": "vscode", "suspended": suspended},
-    })
+    return Userland.from_object(
+        {
+            "metadata": {
+                "name": f"vscode-{user.lower()}",
+                "namespace": "classroom",
+                "uid": "ul-uid",
+                "generation": 1,
+            },
+            "spec": {"user": user, "template": "vscode", "suspended": suspended},
+        }
+    )
 
 
 def _check_golden(name: str, actual: Any) -> None:
@@ -64,8 +74,7 @@ def test_children_without_storage_golden() -> None:
 
 
 def test_children_with_storage_golden() -> None:
-    template = _template(storage={"size": "2Gi", "mountPath": "/home/coder",
-                                  "storageClassName": "fast"})
+    template = _template(storage={"size": "2Gi", "mountPath": "/home/coder", "storageClassName": "fast"})
     children = builders.desired_children(_userland(), template)
     _check_golden("deployment-vscode-koba1t-storage", children.deployment)
     _check_golden("pvc-vscode-koba1t", children.pvc)
@@ -96,22 +105,27 @@ def test_the_hash_is_stable_and_follows_the_template() -> None:
     c = builders.desired_deployment(_userland(), _template(port=9000))
     key = "userland.dev/spec-hash"
     assert a["metadata"]["annotations"][key] == b["metadata"]["annotations"][key]
-    assert builders.desired_service(_userland(), _template())["metadata"]["annotations"][key] != \
-        builders.desired_service(_userland(), _template(port=9000))["metadata"]["annotations"][key]
+    assert (
+        builders.desired_service(_userland(), _template())["metadata"]["annotations"][key]
+        != builders.desired_service(_userland(), _template(port=9000))["metadata"]["annotations"][key]
+    )
     assert c["metadata"]["annotations"][key] == a["metadata"]["annotations"][key]  # port: Service only
 
 
-@pytest.mark.parametrize(("actual", "desired", "expected"), [
-    ({"a": 1, "b": 2}, {"a": 1}, True),                      # extra fields (server defaults) ignored
-    ({"a": 1}, {"a": 2}, False),
-    ({"a": {"b": [1, 2]}}, {"a": {"b": [1, 2]}}, True),
-    ({"a": [1, 2, 3]}, {"a": [1, 2]}, False),                # lists: same length
-    ({"a": [{"x": 1, "y": 2}]}, {"a": [{"x": 1}]}, True),    # defaulted keys inside items
-    ({"rollingUpdate": {"maxSurge": 1}}, {"rollingUpdate": None}, False),  # None: must be absent
-    ({}, {"rollingUpdate": None}, True),
-    ({"cpu": "1"}, {"cpu": 1}, True),                        # quantities come back as strings
-    ({"flag": 1}, {"flag": True}, False),
-    ({"a": "x"}, {"a": {"b": 1}}, False),
-])
+@pytest.mark.parametrize(
+    ("actual", "desired", "expected"),
+    [
+        ({"a": 1, "b": 2}, {"a": 1}, True),  # extra fields (server defaults) ignored
+        ({"a": 1}, {"a": 2}, False),
+        ({"a": {"b": [1, 2]}}, {"a": {"b": [1, 2]}}, True),
+        ({"a": [1, 2, 3]}, {"a": [1, 2]}, False),  # lists: same length
+        ({"a": [{"x": 1, "y": 2}]}, {"a": [{"x": 1}]}, True),  # defaulted keys inside items
+        ({"rollingUpdate": {"maxSurge": 1}}, {"rollingUpdate": None}, False),  # None: must be absent
+        ({}, {"rollingUpdate": None}, True),
+        ({"cpu": "1"}, {"cpu": 1}, True),  # quantities come back as strings
+        ({"flag": 1}, {"flag": True}, False),
+        ({"a": "x"}, {"a": {"b": 1}}, False),
+    ],
+)
 def test_contains(actual: Any, desired: Any, expected: bool) -> None:
     assert builders.contains(actual, desired) is expected

@@ -12,35 +12,41 @@ POD = {"containers": [{"name": "c", "image": "i"}]}
 
 
 def _template(**spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "vscode", "namespace": "c"},
-            "spec": {"routing": {"host": "IDE.example.edu"}, "port": 8080, "podSpec": POD, **spec}}
+    return {
+        "metadata": {"name": "vscode", "namespace": "c"},
+        "spec": {"routing": {"host": "IDE.example.edu"}, "port": 8080, "podSpec": POD, **spec},
+    }
 
 
 def test_a_full_template() -> None:
-    template = Template.from_object(_template(
-        storage={"size": "2Gi", "mountPath": "/home/coder"}, idleTimeout="1h30m", selfService=True))
+    template = Template.from_object(
+        _template(storage={"size": "2Gi", "mountPath": "/home/coder"}, idleTimeout="1h30m", selfService=True)
+    )
     assert template.spec.routing.host == "ide.example.edu"
     assert template.spec.storage is not None and template.spec.storage.reclaim_policy == "Retain"
     assert template.spec.idle_timeout_seconds == 5400
     assert template.spec.self_service is True
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"port": 0}, "spec.port"),
-    ({"port": "8080"}, "spec.port"),
-    ({"port": True}, "spec.port"),
-    ({"podSpec": None}, "spec.podSpec"),
-    ({"podSpec": {"containers": []}}, "containers"),
-    ({"podSpec": {"containers": ["x"]}}, "containers"),
-    ({"routing": {}}, "spec.routing"),
-    ({"routing": {"pathPrefix": "ide"}}, "pathPrefix"),
-    ({"storage": {"size": "lots", "mountPath": "/x"}}, "spec.storage.size"),
-    ({"storage": {"size": "1Gi", "mountPath": "x"}}, "mountPath"),
-    ({"storage": {"size": "1Gi", "mountPath": "/x", "reclaimPolicy": "Recycle"}}, "reclaimPolicy"),
-    ({"storage": "big"}, "spec.storage"),
-    ({"idleTimeout": "soon"}, "duration"),
-    ({"selfService": "yes"}, "selfService"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"port": 0}, "spec.port"),
+        ({"port": "8080"}, "spec.port"),
+        ({"port": True}, "spec.port"),
+        ({"podSpec": None}, "spec.podSpec"),
+        ({"podSpec": {"containers": []}}, "containers"),
+        ({"podSpec": {"containers": ["x"]}}, "containers"),
+        ({"routing": {}}, "spec.routing"),
+        ({"routing": {"pathPrefix": "ide"}}, "pathPrefix"),
+        ({"storage": {"size": "lots", "mountPath": "/x"}}, "spec.storage.size"),
+        ({"storage": {"size": "1Gi", "mountPath": "x"}}, "mountPath"),
+        ({"storage": {"size": "1Gi", "mountPath": "/x", "reclaimPolicy": "Recycle"}}, "reclaimPolicy"),
+        ({"storage": "big"}, "spec.storage"),
+        ({"idleTimeout": "soon"}, "duration"),
+        ({"selfService": "yes"}, "selfService"),
+    ],
+)
 def test_template_errors_name_the_field(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
         Template.from_object(_template(**spec))
@@ -53,13 +59,16 @@ def test_template_names_must_be_dns_labels() -> None:
         Template.from_object(body)
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"template": "vscode"}, "spec.user is required"),
-    ({"user": "a--b", "template": "vscode"}, "spec.user"),
-    ({"user": 7, "template": "vscode"}, "spec.user must be a string"),
-    ({"user": "ann", "template": "Bad_Name"}, "spec.template"),
-    ({"user": "ann", "template": "vscode", "suspended": "no"}, "suspended"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"template": "vscode"}, "spec.user is required"),
+        ({"user": "a--b", "template": "vscode"}, "spec.user"),
+        ({"user": 7, "template": "vscode"}, "spec.user must be a string"),
+        ({"user": "ann", "template": "Bad_Name"}, "spec.template"),
+        ({"user": "ann", "template": "vscode", "suspended": "no"}, "suspended"),
+    ],
+)
 def test_userland_errors(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
         Userland.from_object({"metadata": {"name": "x", "namespace": "c"}, "spec": spec})

@@ -28,10 +28,13 @@ GOLDEN = [
     # (template, user) -> deployment, service, pvc
     ("vscode", "Koba1t", "vscode-koba1t", "vscode-koba1t-svc", "vscode-koba1t-data"),
     ("mariadb", "a-b", "mariadb-a-b", "mariadb-a-b-svc", "mariadb-a-b-data"),
-    ("a-very-long-template-name-for-the-advanced-course", "x" * 39,
-     "a-very-long-template-name-for-the-advanced-cour-e8278d7768",
-     "a-very-long-template-name-for-the-advanced-cour-e8278d7768-svc",
-     "a-very-long-template-name-for-the-advanced-cour-e8278d7768-data"),
+    (
+        "a-very-long-template-name-for-the-advanced-course",
+        "x" * 39,
+        "a-very-long-template-name-for-the-advanced-cour-e8278d7768",
+        "a-very-long-template-name-for-the-advanced-cour-e8278d7768-svc",
+        "a-very-long-template-name-for-the-advanced-cour-e8278d7768-data",
+    ),
 ]
 
 
@@ -67,8 +70,11 @@ def test_every_name_is_a_dns_label_and_distinct_per_user() -> None:
         names = {naming.deployment_name(template, login) for login in logins}
         assert len(names) == len(logins)
         for login in logins:
-            for name in (naming.deployment_name(template, login), naming.service_name(template, login),
-                         naming.pvc_name(template, login)):
+            for name in (
+                naming.deployment_name(template, login),
+                naming.service_name(template, login),
+                naming.pvc_name(template, login),
+            ):
                 assert naming.is_valid_dns_label(name), (template, login, name)
 
 
@@ -76,7 +82,7 @@ def test_a_shortened_name_never_equals_a_plain_one() -> None:
     # A crafted login that spells out another pair's shortened name must not collide with it.
     template, long_user = "t" * 20, "u" * 39
     shortened = naming.deployment_name(template, long_user)
-    crafted_user = shortened[len(template) + 1:]
+    crafted_user = shortened[len(template) + 1 :]
     if naming.is_valid_login(crafted_user):
         assert naming.deployment_name(template, crafted_user) != shortened
     assert len(shortened) == 58

@@ -10,15 +10,17 @@ from userland.platform.settings import Settings, SettingsError
 
 
 def test_defaults_and_parsing() -> None:
-    settings = Settings.from_env({
-        "USERLAND_NAMESPACES": "classroom, lab2",
-        "USERLAND_ADMINS": "Alice,\nmyorg/Staff",
-        "USERLAND_COOKIE_SECURE": "false",
-        "USERLAND_UPSTREAM_MODE": "LOCAL",
-        "USERLAND_PUBLIC_URL": "https://userland.example.edu/",
-        "USERLAND_COOKIE_DOMAIN": ".Example.edu",
-        "USERLAND_GATEWAY_POD_LABELS": "app=gw, tier=edge",
-    })
+    settings = Settings.from_env(
+        {
+            "USERLAND_NAMESPACES": "classroom, lab2",
+            "USERLAND_ADMINS": "Alice,\nmyorg/Staff",
+            "USERLAND_COOKIE_SECURE": "false",
+            "USERLAND_UPSTREAM_MODE": "LOCAL",
+            "USERLAND_PUBLIC_URL": "https://userland.example.edu/",
+            "USERLAND_COOKIE_DOMAIN": ".Example.edu",
+            "USERLAND_GATEWAY_POD_LABELS": "app=gw, tier=edge",
+        }
+    )
     assert settings.namespaces == ("classroom", "lab2")
     assert settings.admins == ("alice", "myorg/staff")
     assert settings.cookie_secure is False
@@ -31,14 +33,17 @@ def test_defaults_and_parsing() -> None:
         settings.namespaces = ()  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("env", "named"), [
-    ({"USERLAND_UPSTREAM_MODE": "ftp"}, "USERLAND_UPSTREAM_MODE"),
-    ({"USERLAND_COOKIE_SECURE": "perhaps"}, "USERLAND_COOKIE_SECURE"),
-    ({"USERLAND_PUBLIC_URL": "userland.example.edu"}, "USERLAND_PUBLIC_URL"),
-    ({"USERLAND_NAMESPACES": "Class_Room"}, "USERLAND_NAMESPACES"),
-    ({"USERLAND_SESSION_TTL_SECONDS": "soon"}, "USERLAND_SESSION_TTL_SECONDS"),
-    ({"USERLAND_GATEWAY_POD_LABELS": "novalue"}, "USERLAND_GATEWAY_POD_LABELS"),
-])
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"USERLAND_UPSTREAM_MODE": "ftp"}, "USERLAND_UPSTREAM_MODE"),
+        ({"USERLAND_COOKIE_SECURE": "perhaps"}, "USERLAND_COOKIE_SECURE"),
+        ({"USERLAND_PUBLIC_URL": "userland.example.edu"}, "USERLAND_PUBLIC_URL"),
+        ({"USERLAND_NAMESPACES": "Class_Room"}, "USERLAND_NAMESPACES"),
+        ({"USERLAND_SESSION_TTL_SECONDS": "soon"}, "USERLAND_SESSION_TTL_SECONDS"),
+        ({"USERLAND_GATEWAY_POD_LABELS": "novalue"}, "USERLAND_GATEWAY_POD_LABELS"),
+    ],
+)
 def test_invalid_values_name_the_variable_in_one_line(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError) as err:
         Settings.from_env(env)
@@ -54,6 +59,7 @@ def test_required_settings() -> None:
 
 
 def test_secrets_stay_out_of_repr() -> None:
-    settings = Settings.from_env({"USERLAND_IDENTITY_SECRET": "s3cr3t" * 6,
-                                  "USERLAND_GITHUB_CLIENT_SECRET": "gh-secret-value"})
+    settings = Settings.from_env(
+        {"USERLAND_IDENTITY_SECRET": "s3cr3t" * 6, "USERLAND_GITHUB_CLIENT_SECRET": "gh-secret-value"}
+    )
     assert "s3cr3t" not in repr(settings) and "gh-secret-value" not in repr(settings)
