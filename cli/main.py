@@ -51,12 +51,36 @@ def _parser() -> argparse.ArgumentParser:
                     help="processes sharing the port (SO_REUSEPORT); about one per core")
     gw.add_argument("--grace", type=float, default=30.0,
                     help="seconds open WebSockets keep working after SIGTERM before closing with 1001")
+
+    lo = sub.add_parser("local", help="the whole platform on this machine (make run); Ctrl-C stops it all")
+    lo.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
+    lo.add_argument("--state-dir", default=None, help="state and logs (default: .run/ in the checkout)")
+    lo.add_argument("--students", default="alice,bob,carol",
+                    help="logins that get a demo environment (comma-separated)")
+    lo.add_argument("--reset", action="store_true", help="delete the state from earlier runs first")
     return parser
+
+
+def _local(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from userland.local.setup import LocalOptions, default_state_dir, run_local
+    from userland.platform import naming
+
+    try:
+        students = tuple(naming.normalize_login(s.strip()) for s in args.students.split(",") if s.strip())
+    except naming.InvalidName as err:
+        print(f"userland local: --students: {err}", file=sys.stderr)
+        return 2
+    state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
+    return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args.log_level)
+    if args.command == "local":
+        return _local(args)
     try:
         settings = Settings.from_env()
     except SettingsError as err:

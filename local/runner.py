@@ -170,7 +170,7 @@ def _pod_ready(pod: JSON) -> bool:
     return False
 
 
-def _pod_status(ready: bool) -> JSON:
+def _pod_status(ready: bool, pod: JSON) -> JSON:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     value = "True" if ready else "False"
     reason = {} if ready else {"reason": "ProcessNotAnswering"}
@@ -178,9 +178,18 @@ def _pod_status(ready: bool) -> JSON:
         {"type": "Ready", "status": value, "lastTransitionTime": now, **reason},
         {"type": "ContainersReady", "status": value, "lastTransitionTime": now, **reason},
     ]}
+    # Container statuses too, so `kubectl get pods` shows READY 1/1 as it would in a cluster.
+    state: JSON = ({"running": {"startedAt": now}} if ready
+                   else {"waiting": {"reason": "ProcessNotAnswering"}})
+    status["containerStatuses"] = [
+        {"name": str(c.get("name") or "main"), "image": str(c.get("image") or ""), "imageID": "",
+         "ready": ready, "started": ready, "restartCount": 0, "state": state}
+        for c in ((pod.get("spec") or {}).get("containers") or []) if isinstance(c, dict)
+    ]
     if ready:
         status["phase"] = "Running"
         status["podIP"] = "127.0.0.1"
+        status.setdefault("startTime", now)
     return status
 
 
@@ -319,6 +328,6 @@ class LocalRunner:
                 continue
             name = str(meta.get("name"))
             call = functools.partial(self.kube.merge_patch, PODS, namespace, name,
-                                     {"status": _pod_status(want)}, subresource="status")
+                                     {"status": _pod_status(want, pod)}, subresource="status")
             ok = await self._patch("Pod", pod, call) and ok
         return ok

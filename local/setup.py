@@ -1,0 +1,383 @@
+"""`userland local`: the whole platform on this machine, with no cluster.
+
+Starts, in order: the real control plane (etcd, kube-apiserver, kube-controller-manager with
+the CRDs), a Redis, the example Template and students in namespace `classroom`, the operator
+and the gateway as child processes (unchanged; the gateway in upstream mode `local`), and the
+local runner in this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
+stops everything it started, in reverse order. State lives in `.run/` (kept between runs,
+`--reset` starts afresh); logs in `.run/logs/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from userland.local import examples
+from userland.local.children import Child, spawn, userland_command
+from userland.local.controlplane import (
+    ADMIN_TOKEN,
+    DEFAULT_CACHE,
+    ControlPlane,
+    ControlPlaneError,
+    crd_files,
+    find_repo,
+    free_port,
+)
+from userland.local.runner import LocalRunner
+from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, AlreadyExists, KubeClient, KubeError
+from userland.platform.logs import JsonFormatter
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 60.0
+
+
+class SetupError(Exception):
+    """Something that stops `userland local`; str() is one line saying what and what to do."""
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    state_dir: Path
+    port: int = 8000
+    students: tuple[str, ...] = examples.DEFAULT_STUDENTS
+    reset: bool = False
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    k8s_cache: Path = DEFAULT_CACHE
+
+    @property
+    def public_url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def github(self) -> bool:
+        env = self.env
+        return bool(env.get("USERLAND_GITHUB_CLIENT_ID") and env.get("USERLAND_GITHUB_CLIENT_SECRET"))
+
+
+def default_state_dir() -> Path:
+    try:
+        return find_repo() / ".run"
+    except ControlPlaneError:
+        return Path.cwd() / ".run"
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def preflight(options: LocalOptions) -> None:
+    """Everything that can be checked before starting anything; raises SetupError."""
+    if not 0 < options.port < 65536:
+        raise SetupError(f"--port {options.port} is not a port number")
+    if not port_is_free(options.port):
+        raise SetupError(f"port {options.port} is already in use on 127.0.0.1: "
+                         "stop what uses it or choose another with --port")
+    for program, package in (("etcd", "etcd-server"), ("redis-server", "redis-server"),
+                             ("openssl", "openssl")):
+        if shutil.which(program) is None:
+            raise SetupError(f"{program} is not installed: run `make deps` (or apt-get install {package})")
+    for binary in ("kube-apiserver", "kube-controller-manager"):
+        if not (options.k8s_cache / "bin" / binary).exists():
+            raise SetupError(f"{binary} is not built in {options.k8s_cache}/bin: "
+                             "run `make control-plane` once (it builds for a few minutes)")
+    env = options.env
+    if bool(env.get("USERLAND_GITHUB_CLIENT_ID")) != bool(env.get("USERLAND_GITHUB_CLIENT_SECRET")):
+        raise SetupError("set both USERLAND_GITHUB_CLIENT_ID and USERLAND_GITHUB_CLIENT_SECRET, or neither "
+                         "(then the development login is used)")
+
+
+def _log_to_file(path: Path) -> None:
+    """This process's structured logs (the runner's) go to a file; the terminal gets the banner."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger().handlers[:] = [handler]
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+class Stopped(Exception):
+    """SIGINT or SIGTERM arrived while starting."""
+
+
+class LocalSetup:
+    def __init__(self, options: LocalOptions) -> None:
+        self.options = options
+        self.plane: ControlPlane | None = None
+        self.children: dict[str, Child] = {}
+        self.kube: KubeClient | None = None
+        self.runner_task: asyncio.Task[None] | None = None
+        self.operator_port = 0
+        self.stop = asyncio.Event()
+
+    # -- helpers
+
+    def _check(self) -> None:
+        if self.stop.is_set():
+            raise Stopped
+        for child in self.children.values():
+            code = child.exited()
+            if code is not None:
+                raise SetupError(f"the {child.name} stopped unexpectedly (exit status {code}); "
+                                 f"see {child.log_path}")
+        if self.runner_task is not None and self.runner_task.done():
+            error = self.runner_task.exception() if not self.runner_task.cancelled() else None
+            raise SetupError(f"the local runner stopped: {error!r}; see {self.options.log_dir / 'local.log'}")
+
+    async def _until(self, what: str, check: Callable[[], Awaitable[bool]], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check()
+            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, KubeError):
+                if await check():
+                    return True
+            await asyncio.sleep(0.2)
+        log.warning("timed out waiting", extra={"for": what, "seconds": timeout})
+        return False
+
+    def _child_env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in self.options.env.items()}
+        env.update(extra)
+        return env
+
+    # -- the steps
+
+    def start_control_plane(self) -> None:
+        state = self.options.state_dir / "control-plane"
+        self.plane = ControlPlane(state_dir=state, bin_dir=self.options.k8s_cache / "bin", own_session=True)
+        try:
+            self.plane.start(crd_files())
+        except (ControlPlaneError, OSError) as err:
+            first = str(err).splitlines()[0] if str(err) else repr(err)
+            raise SetupError(f"the control plane did not start: {first} (logs in {state})") from None
+        except Exception as err:  # such as a refused CRD (urllib's HTTPError)
+            raise SetupError(f"the control plane did not start: {err} (logs in {state})") from None
+        self.plane.write_kubeconfig(self.options.kubeconfig, ADMIN_TOKEN, examples.NAMESPACE)
+
+    async def start_redis(self) -> str:
+        port = free_port()
+        data = self.options.state_dir / "redis"
+        data.mkdir(parents=True, exist_ok=True)
+        self.children["redis"] = spawn("redis", [
+            "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(data)], self.options.log_dir)
+
+        async def answers() -> bool:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"PING\r\n")
+            line = await asyncio.wait_for(reader.readline(), 2)
+            writer.close()
+            return line.startswith(b"+PONG")
+
+        if not await self._until("redis", answers, 20):
+            raise SetupError(f"redis-server did not answer; see {self.children['redis'].log_path}")
+        return f"redis://127.0.0.1:{port}/0"
+
+    async def apply_examples(self) -> None:
+        assert self.kube is not None
+        kube = self.kube
+        with contextlib.suppress(AlreadyExists):
+            labels = {"app.kubernetes.io/part-of": "userland"}
+            await kube.create(NAMESPACES, None, {"metadata": {"name": examples.NAMESPACE, "labels": labels}})
+        for template in examples.templates():
+            with contextlib.suppress(AlreadyExists):
+                await kube.create(TEMPLATES, examples.NAMESPACE, template)
+            for student in self.options.students:
+                with contextlib.suppress(AlreadyExists):
+                    await kube.create(USERLANDS, examples.NAMESPACE,
+                                      examples.userland(student, template["metadata"]["name"]))
+
+    def start_operator(self) -> None:
+        self.operator_port = free_port()
+        self.children["operator"] = spawn("operator", userland_command(
+            "operator", "--kubeconfig", str(self.options.kubeconfig),
+            "--listen", f"127.0.0.1:{self.operator_port}",
+            # A fixed identity takes its own Lease back at once after a restart.
+            "--identity", "userland-local", "--workers", "4",
+        ), self.options.log_dir, self._child_env(
+            USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE))
+
+    def start_gateway(self, redis_url: str) -> None:
+        options = self.options
+        extra = {
+            "USERLAND_NAMESPACES": examples.NAMESPACE,
+            "USERLAND_REDIS_URL": redis_url,
+            "USERLAND_PUBLIC_URL": options.public_url,
+            "USERLAND_IDENTITY_SECRET": secrets.token_hex(32),
+            "USERLAND_UPSTREAM_MODE": "local",
+            "USERLAND_COOKIE_SECURE": "false",
+            "USERLAND_DEV_LOGIN": "false" if options.github else "true",
+        }
+        self.children["gateway"] = spawn("gateway", userland_command(
+            "gateway", "--kubeconfig", str(options.kubeconfig), "--listen", f"127.0.0.1:{options.port}",
+            "--grace", "2",
+        ), options.log_dir, self._child_env(**extra))
+
+    async def wait_ready(self) -> bool:
+        """The gateway and operator answer, and the students' Userlands are Ready (or a warning)."""
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            def healthy(url: str) -> Callable[[], Awaitable[bool]]:
+                async def check() -> bool:
+                    async with http.get(url) as response:
+                        return response.status == 200
+                return check
+
+            for name, port in (("operator", self.operator_port), ("gateway", self.options.port)):
+                if not await self._until(name, healthy(f"http://127.0.0.1:{port}/healthz"), READY_TIMEOUT):
+                    raise SetupError(f"the {name} did not become healthy; see {self.children[name].log_path}")
+
+        async def userlands_ready() -> bool:
+            assert self.kube is not None
+            items = (await self.kube.list(USERLANDS, examples.NAMESPACE))["items"]
+            wanted = set(self.options.students)
+            ready = {
+                u["spec"]["user"] for u in items
+                if any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (u.get("status") or {}).get("conditions") or [])
+            }
+            return wanted <= ready
+
+        return await self._until("userlands", userlands_ready, READY_TIMEOUT)
+
+    def banner(self, all_ready: bool) -> None:
+        o = self.options
+        kubeconfig = o.kubeconfig
+        students = ", ".join(o.students) or "(none yet)"
+        login = ("GitHub (USERLAND_GITHUB_CLIENT_ID is set; the OAuth app's callback must be "
+                 f"{o.public_url}/auth/callback)") if o.github else \
+            f"development login: type any name, e.g. {o.students[0] if o.students else 'alice'}"
+        say()
+        say("Userland is running on this machine.")
+        say()
+        say(f"  Open        {o.public_url}{examples.DEMO_PREFIX}")
+        say(f"              sign in with the {login}")
+        say(f"              students with an environment: {students}")
+        if shutil.which("code-server"):
+            say(f"  VS Code     {o.public_url}{examples.VSCODE_PREFIX}")
+        say(f"  kubectl     export KUBECONFIG={kubeconfig}; "
+            f"kubectl get userlands,deployments,services -n {examples.NAMESPACE}")
+        say(f"  Add one     {examples.add_student_command()}")
+        say(f"  Operator    http://127.0.0.1:{self.operator_port}/healthz   "
+            f"http://127.0.0.1:{self.operator_port}/metrics")
+        say(f"  Gateway     http://127.0.0.1:{o.port}/healthz   http://127.0.0.1:{o.port}/metrics")
+        say(f"  Logs        {o.log_dir}/")
+        say(f"  State       {o.state_dir}/ (kept between runs; --reset starts afresh)")
+        pids = ", ".join(f"{c.name} {c.pid}" for c in self.children.values())
+        if self.plane is not None:
+            pids = ", ".join(f"{n} {p.pid}" for n, p in self.plane.processes.items()) + ", " + pids
+        say(f"  Processes   {pids}")
+        if not all_ready:
+            say(f"  Note        not every student's environment is Ready yet; see {o.log_dir}/")
+        say()
+        say("Ready. Press Ctrl-C to stop everything.")
+
+    async def serve(self) -> None:
+        """Until SIGINT/SIGTERM; a child or the runner ending early is an error."""
+        while not self.stop.is_set():
+            self._check()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), 0.5)
+
+    async def start(self) -> None:
+        o = self.options
+        say(f"Starting the control plane (state in {o.state_dir}) ...")
+        self.start_control_plane()  # blocking (~5 s), in the main thread: see children.py
+        self._check()
+        redis_url = await self.start_redis()
+        self.kube = await KubeClient.connect(str(o.kubeconfig))
+        await self.apply_examples()
+        say("Starting the operator, the gateway and the local runner ...")
+        self.start_operator()
+        self.start_gateway(redis_url)
+        runner = LocalRunner(self.kube, [examples.NAMESPACE], log_dir=o.log_dir / "environments")
+        self.runner_task = asyncio.create_task(runner.run(), name="local-runner")
+        self.banner(await self.wait_ready())
+
+    async def shutdown(self) -> None:
+        say("Stopping ...")
+        for name in ("gateway", "operator"):
+            if name in self.children:
+                self.children[name].signal(signal.SIGTERM)
+        if self.runner_task is not None:
+            self.runner_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.runner_task
+        for name in ("gateway", "operator", "redis"):
+            child = self.children.pop(name, None)
+            if child is not None:
+                await asyncio.to_thread(child.stop)
+        for child in self.children.values():
+            await asyncio.to_thread(child.stop)
+        self.children.clear()
+        if self.kube is not None:
+            await self.kube.close()
+        if self.plane is not None:
+            self.plane.stop()
+        say("Stopped.")
+
+
+async def _main(options: LocalOptions) -> int:
+    setup = LocalSetup(options)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, setup.stop.set)
+    code = 0
+    try:
+        await setup.start()
+        await setup.serve()
+    except Stopped:
+        pass
+    except SetupError as err:
+        print(f"userland local: {err}", file=sys.stderr, flush=True)
+        code = 1
+    except Exception as err:
+        log.exception("userland local failed")
+        print(f"userland local: unexpected error {err!r}; details in {options.log_dir / 'local.log'}",
+              file=sys.stderr, flush=True)
+        code = 1
+    finally:
+        await setup.shutdown()
+    return code
+
+
+def run_local(options: LocalOptions) -> int:
+    try:
+        preflight(options)
+    except SetupError as err:
+        print(f"userland local: {err}", file=sys.stderr)
+        return 2
+    if options.reset and options.state_dir.exists():
+        shutil.rmtree(options.state_dir)
+    options.state_dir.mkdir(parents=True, exist_ok=True)
+    _log_to_file(options.log_dir / "local.log")
+    return asyncio.run(_main(options))
