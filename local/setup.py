@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+from aiohttp import web
 
-from userland.local import examples
+from userland.local import examples, landing
 from userland.local.children import Child, spawn, userland_command
 from userland.local.controlplane import (
     ADMIN_TOKEN,
@@ -138,6 +139,8 @@ class LocalSetup:
         self.kube: KubeClient | None = None
         self.runner_task: asyncio.Task[None] | None = None
         self.operator_port = 0
+        self.landing: web.AppRunner | None = None
+        self.landing_port = 0
         self.stop = asyncio.Event()
 
     # -- helpers
@@ -227,9 +230,18 @@ class LocalSetup:
         ), self.options.log_dir, self._child_env(
             USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE))
 
+    async def start_landing(self) -> None:
+        assert self.kube is not None
+        self.landing = web.AppRunner(landing.create_app(self.kube, examples.NAMESPACE), access_log=None)
+        await self.landing.setup()
+        self.landing_port = free_port()
+        await web.TCPSite(self.landing, "127.0.0.1", self.landing_port).start()
+
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
         extra = {
+            # The platform's own host: the landing page stands in for the web UI.
+            "USERLAND_WEB_URL": f"http://127.0.0.1:{self.landing_port}",
             "USERLAND_NAMESPACES": examples.NAMESPACE,
             "USERLAND_REDIS_URL": redis_url,
             "USERLAND_PUBLIC_URL": options.public_url,
@@ -279,7 +291,7 @@ class LocalSetup:
         say()
         say("Userland is running on this machine.")
         say()
-        say(f"  Open        {o.public_url}{examples.DEMO_PREFIX}")
+        say(f"  Open        {o.public_url}{examples.DEMO_PREFIX}   (overview: {o.public_url}/)")
         say(f"              sign in with the {login}")
         say(f"              students with an environment: {students}")
         if shutil.which("code-server"):
@@ -318,6 +330,7 @@ class LocalSetup:
         await self.apply_examples()
         say("Starting the operator, the gateway and the local runner ...")
         self.start_operator()
+        await self.start_landing()
         self.start_gateway(redis_url)
         runner = LocalRunner(self.kube, [examples.NAMESPACE], log_dir=o.log_dir / "environments")
         self.runner_task = asyncio.create_task(runner.run(), name="local-runner")
@@ -339,6 +352,8 @@ class LocalSetup:
         for child in self.children.values():
             await asyncio.to_thread(child.stop)
         self.children.clear()
+        if self.landing is not None:
+            await self.landing.cleanup()
         if self.kube is not None:
             await self.kube.close()
         if self.plane is not None:

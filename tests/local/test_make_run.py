@@ -134,6 +134,10 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
             async with alice.get(f"{base}/demo/x", headers={**HTML, "X-User": "bob"}) as spoofed:
                 text = await spoofed.text()
                 assert 'id="x-user">alice<' in text and '<code id="path">/demo/x</code>' in text
+            async with alice.get(f"{base}/", headers=HTML) as home:
+                text = await home.text()
+                assert home.status == 200, text
+                assert "Signed in as <strong>alice</strong>" in text and '<a href="demo/">' in text
             async with alice.ws_connect(f"{base}/demo/ws") as ws:
                 await ws.send_str("hello through the gateway")
                 assert await ws.receive_str(timeout=10) == "hello through the gateway"
