@@ -253,7 +253,12 @@ class LocalRunner:
         False when a write failed (the caller tries again shortly)."""
         await self._sync_processes(http)
         ok = await self._sync_services()
-        return await self._sync_pods() and ok
+        ok = await self._sync_pods() and ok
+        present = {("Service", *object_key(s)) for s in self.services.items()}
+        present |= {("Pod", *object_key(p)) for p in self.pods.items()}
+        for marker in [m for m in self._patched if m not in present]:
+            del self._patched[marker]
+        return ok
 
     async def _sync_processes(self, http: aiohttp.ClientSession) -> None:
         wanted: dict[Key, LaunchSpec] = {}

@@ -149,6 +149,23 @@ async def test_template_command_used_when_it_runs_here(
         assert "Directory listing" in await r.text()
     await eventually(lambda: available(kube, namespace, "files-bob"), timeout=30)
 
+    # The Template changes to a command that does not exist here: the demo replaces it.
+    old = runner.environments[(namespace, "files-bob")]
+    patch = {"spec": {"template": {"spec": {"containers": [
+        {"name": "files", "image": "python:3", "command": ["no-such-server"], "args": []}]}}}}
+    await kube.merge_patch(DEPLOYMENTS, namespace, "files-bob", patch)
+
+    async def replaced() -> str | None:
+        env = runner.environments.get((namespace, "files-bob"))
+        value = await annotation(kube, namespace, "files-bob-svc")
+        return value if env is not None and env is not old and env.spec.kind == "demo" and env.ready \
+            and value == env.url else None
+
+    demo_url = await eventually(replaced, timeout=30)
+    assert old.process is None
+    async with aiohttp.ClientSession() as http, http.get(demo_url + "/") as r:
+        assert 'id="owner">bob<' in await r.text()
+
 
 async def test_process_that_keeps_dying_leaves_pods_not_ready(
         kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
