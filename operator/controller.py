@@ -278,6 +278,10 @@ class Controller:
             finally:
                 self.queue.done(key)
                 self.metrics.duration.labels(kind).observe(time.perf_counter() - started)
+            # A reconcile with nothing to write never suspends, and a non-empty queue hands
+            # out the next key at once: yield, so a resync of thousands cannot starve the
+            # watches (a new student's event would otherwise wait for the whole pass).
+            await asyncio.sleep(0)
 
     # ----- Userland -----
 
