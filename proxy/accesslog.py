@@ -7,7 +7,10 @@ cookies, Authorization or session ids.
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import sys
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -35,3 +38,54 @@ class GatewayAccessLogger(AbstractAccessLogger):
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+class BufferedAccessHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Access lines into a 64 KiB buffer, written out by `flush_now()` (the server calls it a few
+    times a second and at shutdown) instead of one write per request: stderr is line-buffered,
+    which made every access line a system call. A crash loses at most that fraction of a
+    second of access lines; other logs are not affected."""
+
+    def __init__(self) -> None:
+        stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(os.dup(sys.stderr.fileno()), "w"),
+                                                    buffer_size=65536),
+                                  encoding="utf-8", line_buffering=False, write_through=False)
+        super().__init__(stream)
+
+    def flush(self) -> None:
+        """Called by `emit` after every record: left to `flush_now`."""
+
+    def flush_now(self) -> None:
+        with self.lock or _NO_LOCK:
+            self.stream.flush()
+
+    def close(self) -> None:
+        self.flush_now()
+        self.stream.close()
+        super().close()
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+def buffer_access_log() -> BufferedAccessHandler | None:
+    """Give the access logger its own buffered handler, formatted like the root's (the first
+    root handler's formatter). None when access lines are not logged at all."""
+    logger = logging.getLogger(ACCESS_LOGGER)
+    if not logger.isEnabledFor(logging.INFO):
+        return None
+    handler = BufferedAccessHandler()
+    root = logging.getLogger()
+    if root.handlers and root.handlers[0].formatter is not None:
+        handler.setFormatter(root.handlers[0].formatter)
+    logger.addHandler(handler)
+    logger.propagate = False
+    return handler

@@ -32,11 +32,13 @@ from userland.proxy.gateway import Gateway, SessionLookup
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.routes_cache import RoutingCache
 from userland.proxy.routing import request_host, route_for
+from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
 from userland.proxy.upstream import make_client_session
 
 log = logging.getLogger(__name__)
 
 GATEWAY = web.AppKey("gateway", Gateway)
+SESSION_CACHE = web.AppKey("session_cache", SessionCache)
 
 # For AppRunner / TestServer.start_server: bodies pass through byte for byte (a gzip upload
 # stays gzip), a client that goes away cancels its upstream request, and the access log is
@@ -61,10 +63,11 @@ def _store_lookup(store: SessionStore, cookie: str) -> SessionLookup:
 def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig: str | None = None,
                redis_client: redis.asyncio.Redis | None = None,
                session_lookup: SessionLookup | None = None, mount_auth: bool = True,
-               metrics: GatewayMetrics | None = None) -> web.Application:
+               metrics: GatewayMetrics | None = None,
+               session_cache_ttl: float = SESSION_CACHE_TTL) -> web.Application:
     """The gateway app. `kube` (not closed here) or `kubeconfig`; `session_lookup` replaces the
     auth routes' `current_session` (tests of the proxy core); `mount_auth=False` leaves the
-    auth routes out."""
+    auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off."""
     app = web.Application(middlewares=[dispatch], handler_args={"max_field_size": 32768})
     owns_redis = redis_client is None
     redis_conn = redis_client or redis.asyncio.from_url(
@@ -84,6 +87,10 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         setup_auth(app, settings, redis=redis_conn, store=store, allowed_hosts=allowed_hosts)
         if session_lookup is None:
             lookup = current_session
+    if session_cache_ttl > 0:
+        cache = SessionCache(lookup, SESSION_COOKIE, ttl=session_cache_ttl)
+        app[SESSION_CACHE] = cache
+        lookup = cache
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_page)
@@ -138,6 +145,15 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
     path = request.path
     on_public_host = host == gateway.public_host
     if on_public_host and path.startswith("/auth/"):
+        if path.startswith("/auth/logout") and SESSION_CACHE in request.app:
+            # Signed out through this process: refused from now on (again after the handler,
+            # in case a concurrent request cached it while Redis was being cleared).
+            cache = request.app[SESSION_CACHE]
+            cache.forget(request)
+            try:
+                return await handler(request)
+            finally:
+                cache.forget(request)
         return await handler(request)
     route = route_for(host, path, gateway.routes.routes)
     if route is not None:

@@ -29,6 +29,7 @@ from aiohttp import web
 
 from userland.platform.logs import setup_logging
 from userland.platform.settings import Settings
+from userland.proxy.accesslog import ACCESS_LOGGER, BufferedAccessHandler, buffer_access_log
 from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
 from userland.proxy.gateway import Gateway
 
@@ -78,6 +79,26 @@ async def serve(settings: Settings, options: ServerOptions, *, reuse_port: bool 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     app = create_app(settings, kubeconfig=options.kubeconfig)
+    access = buffer_access_log()
+    flusher = asyncio.create_task(_flush_every(access, 0.25)) if access is not None else None
+    try:
+        return await _serve(app, settings, options, stop, reuse_port=reuse_port)
+    finally:
+        if flusher is not None and access is not None:
+            flusher.cancel()
+            access.flush_now()
+            logging.getLogger(ACCESS_LOGGER).removeHandler(access)
+            access.close()
+
+
+async def _flush_every(handler: BufferedAccessHandler, seconds: float) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        handler.flush_now()
+
+
+async def _serve(app: web.Application, settings: Settings, options: ServerOptions, stop: asyncio.Event,
+                 *, reuse_port: bool) -> int:
     # Requests still running after the drain get this long before they are cut.
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0, **RUNNER_KWARGS)
     setup = asyncio.create_task(runner.setup())  # waits until the watches have synced

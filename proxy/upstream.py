@@ -3,11 +3,14 @@
 The client session keeps connections alive per upstream, never decompresses, never follows
 redirects and never keeps cookies (one session serves every student: a cookie jar would
 hand one student's cookies to another). Request bodies are passed on as they arrive and
-response bodies are written as they come, so memory stays flat for any size.
+response bodies are written as they come, so memory stays flat for any size; only a small
+response with a Content-Length (<= 64 KiB) is read whole first, so that its headers and body
+leave in one write instead of three.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -18,6 +21,8 @@ from yarl import URL
 from userland.proxy.headers import client_response_headers
 
 CHUNK = 256 * 1024
+# Responses up to this size with a Content-Length are read whole, then sent in one write.
+SMALL_BODY = 64 * 1024
 # No Content-Type, User-Agent or Accept-Encoding of aiohttp's own: the client's are passed as-is.
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept-Encoding", "Content-Type", "Accept")
 
@@ -75,10 +80,20 @@ async def forward_http(request: web.Request, session: aiohttp.ClientSession, url
         raise UpstreamError("timeout", "no answer in time") from None
     except aiohttp.ClientError as err:
         raise UpstreamError("broken", repr(err)) from None
-    response = web.StreamResponse(
-        status=upstream.status, reason=upstream.reason,
-        headers=client_response_headers(upstream.headers, session_cookie=session_cookie),
-    )
+    headers = client_response_headers(upstream.headers, session_cookie=session_cookie)
+    length = upstream.content_length
+    if length is not None and length <= SMALL_BODY and request.method != "HEAD" \
+            and upstream.status not in (204, 304):
+        # A small body of known length: read it, then headers and body leave in one write
+        # (a streamed response costs a send per part). Bounded, so memory stays flat.
+        try:
+            body = await upstream.content.readexactly(length)
+        except (TimeoutError, aiohttp.ClientError, asyncio.IncompleteReadError) as err:
+            raise UpstreamError("broken", repr(err)) from None
+        finally:
+            upstream.release()
+        return web.Response(status=upstream.status, reason=upstream.reason, headers=headers, body=body)
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     try:
         # Content-Length (when the upstream sent one) was copied, so the body goes out
         # unchanged; otherwise aiohttp chunks it.

@@ -1,0 +1,134 @@
+"""The session cache: what it saves, and that revocation stays correct (session_cache.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis.asyncio
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+
+from userland.platform.sessions import Session, SessionStoreUnavailable, session_key
+from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
+
+from .conftest import PUBLIC_HOST, EchoFactory, GatewayFactory, World
+
+IDE_HOST = "ide.test"
+COOKIE = "userland_session"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def session(login: str) -> Session:
+    return Session(login=login, github_id=1, role="student", csrf="c", created=0.0)
+
+
+def request_with(cookie_id: str | None) -> web.Request:
+    headers = {"Cookie": f"{COOKIE}={cookie_id}; other=1"} if cookie_id else {}
+    return make_mocked_request("GET", "/", headers=headers)
+
+
+class Lookup:
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session] = {}
+        self.calls = 0
+        self.down = False
+
+    async def __call__(self, request: web.Request) -> Session | None:
+        self.calls += 1
+        if self.down:
+            raise SessionStoreUnavailable("down")
+        return self.sessions.get(request.cookies.get(COOKIE, ""))
+
+
+async def test_found_sessions_are_kept_for_the_ttl_only() -> None:
+    lookup, clock = Lookup(), Clock()
+    cache = SessionCache(lookup, COOKIE, ttl=1.0, clock=clock)
+    lookup.sessions["abc"] = session("alice")
+    assert (await cache(request_with("abc"))).login == "alice"  # type: ignore[union-attr]
+    assert (await cache(request_with("abc"))).login == "alice"  # type: ignore[union-attr]
+    assert lookup.calls == 1
+    del lookup.sessions["abc"]  # revoked elsewhere
+    clock.now += 0.5
+    assert await cache(request_with("abc")) is not None  # still inside the second
+    clock.now += 0.6
+    assert await cache(request_with("abc")) is None  # refused after at most the TTL
+    assert lookup.calls == 2
+
+
+async def test_unknown_cookies_missing_cookies_and_errors_are_never_cached() -> None:
+    lookup, clock = Lookup(), Clock()
+    cache = SessionCache(lookup, COOKIE, ttl=1.0, clock=clock)
+    assert await cache(request_with("nope")) is None
+    assert await cache(request_with("nope")) is None
+    assert await cache(request_with(None)) is None
+    assert lookup.calls == 3 and len(cache) == 0
+    lookup.down = True
+    with pytest.raises(SessionStoreUnavailable):
+        await cache(request_with("abc"))
+    lookup.down = False
+    lookup.sessions["abc"] = session("alice")
+    assert await cache(request_with("abc")) is not None
+
+
+async def test_forget_and_the_size_bound() -> None:
+    lookup, clock = Lookup(), Clock()
+    cache = SessionCache(lookup, COOKIE, ttl=1.0, max_entries=3, clock=clock)
+    for i in range(5):
+        lookup.sessions[f"id{i}"] = session(f"user{i}")
+        await cache(request_with(f"id{i}"))
+    assert len(cache) <= 3
+    cache.forget(request_with("id4"))
+    del lookup.sessions["id4"]
+    assert await cache(request_with("id4")) is None
+
+
+async def test_logout_through_the_gateway_is_refused_at_once(
+        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any) -> None:
+    echo = await echo_factory("upstream")
+    await world.template("vscode", host=IDE_HOST)
+    await world.environment("vscode", "alice", echo)
+    gw = await gateway_factory()
+    cookie = {"Cookie": f"{COOKIE}={await sessions('alice')}"}
+    assert (await gw.get("/", headers={"Host": IDE_HOST, **cookie})).status == 200  # now cached
+    resp = await gw.post("/auth/logout", data={"csrf": "csrf-token"},
+                         headers={"Host": PUBLIC_HOST, **cookie}, allow_redirects=False)
+    assert resp.status == 302
+    resp = await gw.get("/", headers={"Host": IDE_HOST, **cookie}, allow_redirects=False)
+    assert resp.status == 401
+    assert len(echo.requests) == 1
+
+
+async def test_a_session_deleted_in_redis_is_refused_within_the_ttl(
+        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any,
+        redis_url: str) -> None:
+    echo = await echo_factory("upstream")
+    await world.template("vscode", host=IDE_HOST)
+    await world.environment("vscode", "alice", echo)
+    gw = await gateway_factory()
+    cookie_id = await sessions("alice")
+    headers = {"Host": IDE_HOST, "Cookie": f"{COOKIE}={cookie_id}"}
+    assert (await gw.get("/", headers=headers)).status == 200
+    client = redis.asyncio.from_url(redis_url)
+    try:
+        await client.delete(session_key(cookie_id))  # another replica's logout, an admin...
+    finally:
+        await client.aclose()
+    deleted = time.monotonic()
+    statuses: list[int] = []
+
+    async def refused() -> bool:
+        statuses.append((await gw.get("/", headers=headers, allow_redirects=False)).status)
+        return statuses[-1] == 401
+
+    while not await refused():
+        assert time.monotonic() - deleted < SESSION_CACHE_TTL + 0.5, statuses
+    assert set(statuses[:-1]) <= {200}
