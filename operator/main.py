@@ -88,7 +88,9 @@ async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
     )
     if elector is not None:
         await elector.release()
-    await controller.events.flush()
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(controller.events.flush(), 5)  # the last Events, if the API answers
+    await controller.events.close()
     controller.queue.close()
     with contextlib.suppress(Exception):
         await runner.cleanup()

@@ -43,7 +43,8 @@ def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await controller.events.flush()
+            await asyncio.wait_for(controller.events.flush(), 10)
+            await controller.events.close()
             controller.queue.close()
             await client.close()
 
