@@ -172,6 +172,10 @@ class Operator:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -249,6 +253,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             start = time.perf_counter()
             await op.wait_metrics()
             results["converge_s"] = await wait_converged(op, args.n, start)
+            results["converge_operator_cpu_s"] = op.cpu_seconds()
             m = await op.metrics()
             results["writes_per_userland"] = op.writes(m) / args.n
             results["events_per_userland"] = op.writes(m, events=True) / args.n
