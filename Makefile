@@ -27,10 +27,10 @@ $(VENV)/.created:
 	touch $@
 
 # Strict editable install: the link tree is rebuilt each time so new modules are seen.
+# pip's output goes to a log, shown only when it fails.
 venv: $(VENV)/.created
-	@$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=strict 2>&1 \
-		| grep -vE "^\s*$$|WARNING|!!|\*{5}|with strategy|^\s+(Please|See|By|Ideally|Also|If|##|This)" || true
-	@$(PY) -c "import userland.platform.settings" || { echo "install failed"; exit 1; }
+	@$(PY) -m pip install -e '.[test]' --config-settings editable_mode=strict > $(VENV)/install.log 2>&1 \
+		|| { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
 
 control-plane: deps
 	@bash scripts/build-control-plane.sh "$(K8S_CACHE)" >/dev/null
