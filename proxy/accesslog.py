@@ -8,9 +8,11 @@ cookies, Authorization or session ids.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import sys
+import time as _time
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -24,6 +26,12 @@ LOGIN_KEY = web.RequestKey("userland.login", str)
 
 class GatewayAccessLogger(AbstractAccessLogger):
     def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
+        direct = _direct
+        if direct is not None:  # the running server: the same JSON line, without a LogRecord
+            direct.write_line(request.method, request.host, request.path, response.status,
+                              response.body_length, round(time * 1000, 2), request.remote,
+                              request.get(LOGIN_KEY))
+            return
         self.logger.info("request", extra={
             "method": request.method,
             "host": request.host,
@@ -52,6 +60,23 @@ class BufferedAccessHandler(logging.StreamHandler):  # type: ignore[type-arg]
                                   encoding="utf-8", line_buffering=False, write_through=False)
         super().__init__(stream)
 
+    _second = -1
+    _stamp = ""
+
+    def write_line(self, method: str, host: str, path: str, status: int, size: int,
+                   duration_ms: float, remote: str | None, user: str | None) -> None:
+        """The line JsonFormatter makes of an access record (about 6x cheaper than logging it)."""
+        now = _time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._stamp = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(second))
+        line = _encode({"time": f"{self._stamp}.{int((now - second) * 1000):03d}Z", "level": "info",
+                        "logger": ACCESS_LOGGER, "msg": "request", "method": method, "host": host,
+                        "path": path, "status": status, "bytes": size, "duration_ms": duration_ms,
+                        "remote": remote, "user": user})
+        self.stream.write(line + "\n")
+
     def flush(self) -> None:
         """Called by `emit` after every record: left to `flush_now`."""
 
@@ -60,6 +85,9 @@ class BufferedAccessHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self.stream.flush()
 
     def close(self) -> None:
+        global _direct
+        if _direct is self:
+            _direct = None
         self.flush_now()
         self.stream.close()
         super().close()
@@ -88,4 +116,11 @@ def buffer_access_log() -> BufferedAccessHandler | None:
         handler.setFormatter(root.handlers[0].formatter)
     logger.addHandler(handler)
     logger.propagate = False
+    global _direct
+    _direct = handler
     return handler
+
+
+_encode = json.JSONEncoder(default=str, separators=(", ", ": ")).encode
+# Set while a server runs with the buffered access log: GatewayAccessLogger writes to it directly.
+_direct: BufferedAccessHandler | None = None

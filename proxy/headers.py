@@ -17,6 +17,7 @@ cookie dropped (a student's app must not be able to plant a session on the share
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDictProxy
@@ -71,6 +72,36 @@ def strip_cookie(cookie_header: str, cookie_name: str) -> str:
     return "; ".join(kept)
 
 
+# Names dropped on the request side whatever Connection says (normalized: lowercase, `_` as `-`).
+_REQUEST_DROP = HOP_BY_HOP | _REQUEST_ONLY_DROP | frozenset(identity.IDENTITY_HEADERS)
+_REQUEST_DROP_WS = _REQUEST_DROP | WEBSOCKET_HANDSHAKE
+_DROP_PREFIXES = ("x-forwarded-", "proxy-")
+
+
+class _Signatures:
+    """`X-User-Signature` values for the current second: one HMAC per user and second, not
+    per request (the signature only holds the login and the whole-second timestamp)."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._values: dict[tuple[str, str], str] = {}
+
+    def get(self, login: str, secret: str) -> str:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._values = {}
+        key = (login, secret)
+        value = self._values.get(key)
+        if value is None:
+            value = self._values[key] = identity.sign_identity(login, secret, now=second)
+        return value
+
+
+_signatures = _Signatures()
+
+
 def upstream_request_headers(
     client_headers: HeadersIn,
     login: str | None,
@@ -86,13 +117,14 @@ def upstream_request_headers(
     """Headers to send upstream for a client request; `login` None forwards anonymously."""
     items = _items(client_headers)
     named = _connection_tokens(items)
+    drop = _REQUEST_DROP_WS if websocket else _REQUEST_DROP
     out: CIMultiDict[str] = CIMultiDict()
     cookies: list[str] = []
     for name, value in items:
-        key = _normal(name)
-        if (_is_hop_by_hop(key, named) or key in _REQUEST_ONLY_DROP
-                or identity.is_identity_header(key) or key.startswith("x-forwarded-")
-                or (websocket and key in WEBSOCKET_HANDSHAKE)):
+        key = name.lower()
+        if "_" in key or key[:1].isspace() or key[-1:].isspace():
+            key = _normal(key)
+        if key in drop or key in named or key.startswith(_DROP_PREFIXES):
             continue
         if key == "cookie":
             cookies.append(value)
@@ -104,7 +136,8 @@ def upstream_request_headers(
             out["Cookie"] = remaining
     if login is not None:
         out[identity.USER_HEADER] = login
-        out[identity.SIGNATURE_HEADER] = identity.sign_identity(login, secret, now=now)
+        out[identity.SIGNATURE_HEADER] = (_signatures.get(login, secret) if now is None
+                                          else identity.sign_identity(login, secret, now=now))
     out["X-Forwarded-For"] = client_ip
     out["X-Forwarded-Proto"] = proto
     out["X-Forwarded-Host"] = host
