@@ -96,8 +96,10 @@ class Informer:
     def synced(self) -> bool:
         return all(event.is_set() for event in self._synced.values())
 
-    async def run(self) -> None:
-        await asyncio.gather(*(self._run_namespace(ns) for ns in self.namespaces))
+    async def run(self, resume_from: str = "") -> None:
+        """List and watch until cancelled. `resume_from` starts by watching from that
+        resourceVersion instead of listing (a restarted watch; tests use it to meet 410)."""
+        await asyncio.gather(*(self._run_namespace(ns, resume_from) for ns in self.namespaces))
 
     def _emit(self, old: JSON | None, new: JSON | None) -> None:
         for handler in self.handlers:
@@ -130,9 +132,8 @@ class Informer:
             if old is None or _version(old) != _version(obj):
                 self._emit(old, obj)
 
-    async def _run_namespace(self, namespace: str | None) -> None:
+    async def _run_namespace(self, namespace: str | None, version: str = "") -> None:
         backoff = 0.5
-        version = ""
         while True:
             try:
                 if not version:
