@@ -51,7 +51,9 @@ run: deps venv control-plane
 	$(VENV)/bin/userland local
 
 bench: deps venv control-plane
+	bash bench/setup.sh
 	$(PY) bench/operator_bench.py
+	$(PY) bench/gateway_bench.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .run
