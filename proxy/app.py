@@ -111,6 +111,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
             yield
         finally:
             await routes.stop()
+            await gateway.pool.close()
             await gateway.client.close()
             if kube is None:
                 await client.close()

@@ -31,7 +31,7 @@ from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
 from userland.proxy.routes_cache import RoutingCache
 from userland.proxy.routing import TemplateRoute, request_host, upstream_url
-from userland.proxy.upstream import UpstreamError, forward_http, target_url
+from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
 from userland.proxy.websocket import WebSocketPair, forward_websocket, is_websocket_upgrade
 
 log = logging.getLogger(__name__)
@@ -70,11 +70,19 @@ class Gateway:
         self.idle = asyncio.Event()
         self.idle.set()
         self._client: aiohttp.ClientSession | None = None
+        self._pool: UpstreamPool | None = None
 
     # -- lifecycle
 
-    def open(self, client: aiohttp.ClientSession) -> None:
+    def open(self, client: aiohttp.ClientSession, pool: UpstreamPool | None = None) -> None:
+        """`client` for WebSockets, `pool` for HTTP requests (a new one when not given)."""
         self._client = client
+        self._pool = pool or UpstreamPool()
+
+    @property
+    def pool(self) -> UpstreamPool:
+        assert self._pool is not None, "Gateway.open() was not called"
+        return self._pool
 
     @property
     def client(self) -> aiohttp.ClientSession:
@@ -117,12 +125,12 @@ class Gateway:
             client_ip=request.remote or "", proto=self.proto, host=request.host,
             session_cookie=self.session_cookie, websocket=websocket,
         )
-        url = target_url(base_url, request.raw_path)
         try:
             if websocket:
-                return await forward_websocket(request, self.client, url, headers,
-                                               register=self._ws_opened, unregister=self._ws_closed)
-            return await forward_http(request, self.client, url, headers,
+                return await forward_websocket(request, self.client, target_url(base_url, request.raw_path),
+                                               headers, register=self._ws_opened,
+                                               unregister=self._ws_closed)
+            return await forward_http(request, self.pool, base_url, headers,
                                       session_cookie=self.session_cookie)
         except UpstreamError as err:
             self.metrics.upstream_error(err.kind)

@@ -1,8 +1,9 @@
-"""HTTP forwarding: one pooled client session, bodies streamed both ways.
+"""HTTP forwarding: one upstream connection pool, bodies streamed both ways.
 
-The client session keeps connections alive per upstream, never decompresses, never follows
-redirects and never keeps cookies (one session serves every student: a cookie jar would
-hand one student's cookies to another). Request bodies are passed on as they arrive and
+HTTP requests go through `UpstreamPool` (upstream_client.py): keep-alive per upstream, no
+decompression, no redirects followed, no cookie jar (one pool serves every student: a jar
+would hand one student's cookies to another). WebSockets still use the aiohttp client
+session of `make_client_session` (same rules). Request bodies are passed on as they arrive and
 response bodies are written as they come, so memory stays flat for any size; only a small
 response with a Content-Length (<= 64 KiB) is read whole first, so that its headers and body
 leave in one write instead of three.
@@ -19,6 +20,9 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from userland.proxy.headers import client_response_headers
+from userland.proxy.upstream_client import UpstreamError, UpstreamPool
+
+__all__ = ["UpstreamError", "UpstreamPool", "forward_http", "make_client_session", "target_url"]
 
 CHUNK = 256 * 1024
 # Responses up to this size with a Content-Length are read whole, then sent in one write.
@@ -40,18 +44,6 @@ def make_client_session(*, limit: int = 0, limit_per_host: int = 0,
     )
 
 
-class UpstreamError(Exception):
-    """The upstream could not be reached, or a response broke off; `kind` names how.
-
-    `response` is set when the status line had already gone out (nothing more can be sent).
-    """
-
-    def __init__(self, kind: str, detail: str, response: web.StreamResponse | None = None) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-        self.response = response
-
-
 def target_url(base: str, raw_path: str) -> URL:
     """The upstream URL: its base plus the client's path and query, byte for byte."""
     if not raw_path.startswith("/"):
@@ -64,22 +56,13 @@ async def _body(request: web.Request) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def forward_http(request: web.Request, session: aiohttp.ClientSession, url: URL,
+async def forward_http(request: web.Request, pool: UpstreamPool, base: str,
                        headers: CIMultiDict[str], *, session_cookie: str) -> web.StreamResponse:
-    """Send `request` to `url` and stream the answer back. Raises UpstreamError before any
-    byte of a response has been sent; after that, a broken upstream ends the response early."""
+    """Send `request` to `base` + its raw path and stream the answer back. Raises UpstreamError
+    before any byte of a response has been sent; after that, a broken upstream ends the
+    response early."""
     data = _body(request) if request.body_exists else None
-    try:
-        upstream = await session.request(
-            request.method, url, headers=headers, data=data, allow_redirects=False,
-            skip_auto_headers=SKIP_AUTO_HEADERS, compress=None,
-        )
-    except aiohttp.ClientConnectorError as err:
-        raise UpstreamError("refused", str(err)) from None
-    except TimeoutError:
-        raise UpstreamError("timeout", "no answer in time") from None
-    except aiohttp.ClientError as err:
-        raise UpstreamError("broken", repr(err)) from None
+    upstream = await pool.request(request.method, base, request.raw_path, list(headers.items()), data)
     headers = client_response_headers(upstream.headers, session_cookie=session_cookie)
     length = upstream.content_length
     if length is not None and length <= SMALL_BODY and request.method != "HEAD" \
@@ -87,8 +70,8 @@ async def forward_http(request: web.Request, session: aiohttp.ClientSession, url
         # A small body of known length: read it, then headers and body leave in one write
         # (a streamed response costs a send per part). Bounded, so memory stays flat.
         try:
-            body = await upstream.content.readexactly(length)
-        except (TimeoutError, aiohttp.ClientError, asyncio.IncompleteReadError) as err:
+            body = await upstream.content.readexactly(length) if length else b""
+        except (TimeoutError, aiohttp.ClientError, asyncio.IncompleteReadError, OSError) as err:
             raise UpstreamError("broken", repr(err)) from None
         finally:
             upstream.release()
