@@ -132,3 +132,20 @@ async def test_a_session_deleted_in_redis_is_refused_within_the_ttl(
     while not await refused():
         assert time.monotonic() - deleted < SESSION_CACHE_TTL + 0.5, statuses
     assert set(statuses[:-1]) <= {200}
+
+
+async def test_cookie_ids_are_remembered_per_cookie_header_and_bounded() -> None:
+    lookup = Lookup()
+    lookup.sessions["abc"] = session("alice")
+    lookup.sessions["def"] = session("bob")
+    cache = SessionCache(lookup, COOKIE, clock=Clock(), max_headers=2)
+    assert cache._cookie_id(request_with("abc")) == "abc"
+    assert cache._cookie_id(request_with("abc")) == "abc"
+    assert cache._cookie_id(request_with("def")) == "def"
+    assert cache._cookie_id(make_mocked_request("GET", "/", headers={"Cookie": "other=1"})) is None
+    assert cache._cookie_id(make_mocked_request("GET", "/")) is None
+    assert len(cache._ids) <= 2
+    assert (await cache(request_with("abc"))) == session("alice")
+    assert (await cache(request_with("def"))) == session("bob")
+    long_header = make_mocked_request("GET", "/", headers={"Cookie": f"{COOKIE}=abc; pad={'x' * 5000}"})
+    assert cache._cookie_id(long_header) == "abc" and all(len(k) <= 4096 for k in cache._ids)
