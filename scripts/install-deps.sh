@@ -2,7 +2,7 @@
 # Installs the Debian packages the tests and the local setup need, only those missing.
 set -euo pipefail
 want=(etcd-server golang-go golang-github-modern-go-reflect2-dev rsync jq openssl curl redis-server
-      dpkg-dev make)
+      dpkg-dev make chromium)
 # kubectl: Debian's kubernetes-client matches the control plane built here (1.20).
 command -v kubectl >/dev/null || want+=(kubernetes-client)
 # A venv-capable Python >= 3.11 (Debian bookworm's python3 is 3.11).
