@@ -115,7 +115,15 @@ class Settings:
             if not naming.is_valid_dns_label(ns):
                 raise SettingsError(f"USERLAND_NAMESPACES has {ns!r}, which is not a namespace name")
         if (text := get("COOKIE_DOMAIN")) is not None:
-            values["cookie_domain"] = text.strip().lstrip(".").lower()
+            domain = text.strip().lstrip(".").lower()
+            if "." not in domain:
+                # Browsers drop a cookie whose Domain is a single label such as `localhost`:
+                # every login would silently loop back to GitHub.
+                raise SettingsError(
+                    f"USERLAND_COOKIE_DOMAIN={text.strip()!r} is a single label, which browsers "
+                    "refuse for cookies: use a domain such as example.edu, or leave it empty"
+                )
+            values["cookie_domain"] = domain
         if (text := get("COOKIE_SECURE")) is not None:
             values["cookie_secure"] = _bool("USERLAND_COOKIE_SECURE", text)
         if (text := get("DEV_LOGIN")) is not None:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from userland.operator.controller import Controller
-from userland.platform.kube import PODS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.kube import PODS, TEMPLATES, USERLANDS, KubeClient, NotFound, Resource
 
 JSON = dict[str, Any]
 
@@ -117,3 +117,18 @@ class Cluster:
 
 
 OperatorRunner = Callable[..., contextlib.AbstractAsyncContextManager[Controller]]
+
+
+async def get_or_none(kube: KubeClient, resource: Resource, ns: str, name: str) -> JSON | None:
+    try:
+        return await kube.get(resource, ns, name)
+    except NotFound:
+        return None
+
+
+async def exists(kube: KubeClient, resource: Resource, ns: str, name: str) -> bool:
+    return await get_or_none(kube, resource, ns, name) is not None
+
+
+async def gone(kube: KubeClient, resource: Resource, ns: str, name: str) -> bool:
+    return await get_or_none(kube, resource, ns, name) is None

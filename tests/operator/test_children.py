@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.operator.support import Cluster, OperatorRunner, eventually
+from tests.operator.support import Cluster, OperatorRunner, eventually, get_or_none
 from userland.platform import naming
 from userland.platform.kube import (
     DEPLOYMENTS,
@@ -12,15 +12,7 @@ from userland.platform.kube import (
     TEMPLATES,
     USERLANDS,
     KubeClient,
-    NotFound,
 )
-
-
-async def _get(kube: KubeClient, resource, ns: str, name: str):  # type: ignore[no-untyped-def]
-    try:
-        return await kube.get(resource, ns, name)
-    except NotFound:
-        return None
 
 
 async def test_children_have_the_contracted_names_labels_owner_port_and_user(
@@ -29,9 +21,9 @@ async def test_children_have_the_contracted_names_labels_owner_port_and_user(
     await cluster.create_template("vscode", port=8443)
     userland = await cluster.create_userland("Koba1t", "vscode")
     async with run_operator():
-        deployment = await eventually(lambda: _get(kube, DEPLOYMENTS, namespace, "vscode-koba1t"))
-        service = await eventually(lambda: _get(kube, SERVICES, namespace, "vscode-koba1t-svc"))
-        policy = await eventually(lambda: _get(kube, NETWORK_POLICIES, namespace, "userland-vscode"))
+        deployment = await eventually(lambda: get_or_none(kube, DEPLOYMENTS, namespace, "vscode-koba1t"))
+        service = await eventually(lambda: get_or_none(kube, SERVICES, namespace, "vscode-koba1t-svc"))
+        policy = await eventually(lambda: get_or_none(kube, NETWORK_POLICIES, namespace, "userland-vscode"))
 
     labels = {
         naming.LABEL_USER: "koba1t",
@@ -72,8 +64,8 @@ async def test_storage_gives_a_claim_a_mount_and_recreate(
     await cluster.create_template("db", storage={"size": "1Gi", "mountPath": "/var/lib/mysql"})
     await cluster.create_userland("alice", "db")
     async with run_operator():
-        pvc = await eventually(lambda: _get(kube, PVCS, namespace, "db-alice-data"))
-        deployment = await eventually(lambda: _get(kube, DEPLOYMENTS, namespace, "db-alice"))
+        pvc = await eventually(lambda: get_or_none(kube, PVCS, namespace, "db-alice-data"))
+        deployment = await eventually(lambda: get_or_none(kube, DEPLOYMENTS, namespace, "db-alice"))
     assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert "ownerReferences" not in pvc["metadata"], "a retained claim must outlive its Userland"
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
@@ -147,7 +139,7 @@ async def test_suspend_scales_to_zero_and_reports_it(
     await cluster.create_template("vscode")
     await cluster.create_userland("ann", "vscode", suspended=True)
     async with run_operator():
-        deployment = await eventually(lambda: _get(kube, DEPLOYMENTS, namespace, "vscode-ann"))
+        deployment = await eventually(lambda: get_or_none(kube, DEPLOYMENTS, namespace, "vscode-ann"))
         assert deployment["spec"]["replicas"] == 0
         status = await eventually(lambda: _phase(cluster, "vscode-ann", "Suspended"))
         assert status["conditions"][0]["reason"] == "Suspended"

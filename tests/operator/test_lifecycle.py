@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.operator.support import Cluster, OperatorRunner, eventually, template_body
+from tests.operator.support import (
+    Cluster,
+    OperatorRunner,
+    eventually,
+    exists,
+    gone,
+    template_body,
+)
 from userland.platform import naming
 from userland.platform.kube import (
     DEPLOYMENTS,
@@ -18,35 +25,23 @@ from userland.platform.kube import (
 )
 
 
-async def _exists(kube: KubeClient, resource, ns: str, name: str) -> bool:  # type: ignore[no-untyped-def]
-    try:
-        await kube.get(resource, ns, name)
-        return True
-    except NotFound:
-        return False
-
-
-async def _gone(kube: KubeClient, resource, ns: str, name: str) -> bool:  # type: ignore[no-untyped-def]
-    return not await _exists(kube, resource, ns, name)
-
-
 async def test_delete_collects_children_and_keeps_the_claim(
     cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
 ) -> None:
     await cluster.create_template("vscode", storage={"size": "1Gi", "mountPath": "/home/coder"})
     await cluster.create_userland("ann", "vscode")
     async with run_operator():
-        await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "vscode-ann"))
-        await eventually(lambda: _exists(kube, PVCS, namespace, "vscode-ann-data"))
+        await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-ann"))
+        await eventually(lambda: exists(kube, PVCS, namespace, "vscode-ann-data"))
         await kube.delete(USERLANDS, namespace, "vscode-ann")
         # The real garbage collector removes what the Userland owned...
-        await eventually(lambda: _gone(kube, DEPLOYMENTS, namespace, "vscode-ann"), timeout=60)
-        await eventually(lambda: _gone(kube, SERVICES, namespace, "vscode-ann-svc"), timeout=60)
+        await eventually(lambda: gone(kube, DEPLOYMENTS, namespace, "vscode-ann"), timeout=60)
+        await eventually(lambda: gone(kube, SERVICES, namespace, "vscode-ann-svc"), timeout=60)
         # ...and the student's work survives (reclaimPolicy Retain, the default).
-        assert await _exists(kube, PVCS, namespace, "vscode-ann-data")
+        assert await exists(kube, PVCS, namespace, "vscode-ann-data")
         # Re-adding the student gives the same claim back.
         await cluster.create_userland("ann", "vscode")
-        await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "vscode-ann"))
+        await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-ann"))
         pvcs = (await kube.list(PVCS, namespace))["items"]
         assert [p["metadata"]["name"] for p in pvcs] == ["vscode-ann-data"]
 
@@ -59,11 +54,11 @@ async def test_reclaim_policy_delete_removes_the_claim_with_a_finalizer(
     )
     await cluster.create_userland("ann", "scratch")
     async with run_operator():
-        await eventually(lambda: _exists(kube, PVCS, namespace, "scratch-ann-data"))
+        await eventually(lambda: exists(kube, PVCS, namespace, "scratch-ann-data"))
         userland = await kube.get(USERLANDS, namespace, "scratch-ann")
         assert naming.FINALIZER_PVC in userland["metadata"]["finalizers"]
         await kube.delete(USERLANDS, namespace, "scratch-ann")
-        await eventually(lambda: _gone(kube, USERLANDS, namespace, "scratch-ann"))
+        await eventually(lambda: gone(kube, USERLANDS, namespace, "scratch-ann"))
         pvc_gone = await eventually(lambda: _pvc_deleting_or_gone(kube, namespace, "scratch-ann-data"))
         assert pvc_gone
 
@@ -83,11 +78,11 @@ async def test_drift_is_repaired_and_foreign_labels_are_kept(
     await cluster.create_template("vscode", image="demo:1")
     await cluster.create_userland("ann", "vscode")
     async with run_operator():
-        await eventually(lambda: _exists(kube, SERVICES, namespace, "vscode-ann-svc"))
-        await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "vscode-ann"))
+        await eventually(lambda: exists(kube, SERVICES, namespace, "vscode-ann-svc"))
+        await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-ann"))
         # Someone deletes the Service: it comes back.
         await kube.delete(SERVICES, namespace, "vscode-ann-svc")
-        await eventually(lambda: _exists(kube, SERVICES, namespace, "vscode-ann-svc"))
+        await eventually(lambda: exists(kube, SERVICES, namespace, "vscode-ann-svc"))
         # Someone edits the image and adds their own label and annotation.
         await kube.merge_patch(
             DEPLOYMENTS,
@@ -139,7 +134,7 @@ async def test_missing_template_is_reported_and_recovers_by_itself(
         assert ready["status"] == "False" and "later" in ready["message"]
         assert (await cluster.userland_status("later-ann"))["phase"] == "Pending"
         await cluster.create_template("later")
-        await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "later-ann"))
+        await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "later-ann"))
         ready = await eventually(lambda: _reason(cluster, "later-ann", "Starting"))
         assert ready["status"] == "False"
 
@@ -178,7 +173,7 @@ async def test_a_podspec_the_api_server_refuses_is_reported_with_its_message(
             "broken",
             {"spec": {"podSpec": {"containers": [{"name": "ide", "image": "demo:1"}]}}},
         )
-        await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "broken-bob"))
+        await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "broken-bob"))
         await eventually(lambda: _reason(cluster, "broken-bob", "Starting"))
         assert controller.health()[0]
 
@@ -203,7 +198,7 @@ async def test_a_template_that_makes_no_sense_never_crashes_the_operator(
     async with run_operator() as controller:
         ready = await eventually(lambda: _reason(cluster, "odd-ann", "InvalidPodSpec"))
         assert "env" in ready["message"] or "args" in ready["message"]
-        await eventually(lambda: _exists(kube, DEPLOYMENTS, namespace, "fine-bob"))
+        await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "fine-bob"))
         assert controller.health()[0]
 
 

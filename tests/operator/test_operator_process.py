@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.operator.support import Cluster, eventually
+from tests.operator.support import Cluster, eventually, exists
 from userland.local.controlplane import free_port
 from userland.platform.kube import DEPLOYMENTS, LEASES, KubeClient, NotFound
 
@@ -85,14 +85,6 @@ async def _holder(kube: KubeClient, ns: str) -> str | None:
     return str(lease["spec"].get("holderIdentity") or "") or None
 
 
-async def _exists(kube: KubeClient, ns: str, name: str) -> bool:
-    try:
-        await kube.get(DEPLOYMENTS, ns, name)
-        return True
-    except NotFound:
-        return False
-
-
 async def test_two_operators_one_leader_and_takeover_after_a_crash(
     operators: list[OperatorProcess], cluster: Cluster, kube: KubeClient, namespace: str
 ) -> None:
@@ -106,7 +98,7 @@ async def test_two_operators_one_leader_and_takeover_after_a_crash(
         assert status == 200, body
     await cluster.create_template("vscode")
     await cluster.create_userland("ann", "vscode")
-    await eventually(lambda: _exists(kube, namespace, "vscode-ann"), timeout=30)
+    await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-ann"), timeout=30)
     _, metrics = await leader.get("/metrics")
     assert 'userland_operator_api_writes_total{kind="Deployment",verb="create"} 1.0' in metrics
     assert "userland_operator_reconcile_duration_seconds_bucket" in metrics
@@ -115,7 +107,7 @@ async def test_two_operators_one_leader_and_takeover_after_a_crash(
     leader.proc.wait()
     assert await eventually(lambda: _holder_is(kube, namespace, standby.identity), timeout=30)
     await cluster.create_userland("bob", "vscode")
-    await eventually(lambda: _exists(kube, namespace, "vscode-bob"), timeout=30)
+    await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-bob"), timeout=30)
     lease = await kube.get(LEASES, namespace, "userland-operator")
     assert lease["spec"]["leaseTransitions"] >= 1
 

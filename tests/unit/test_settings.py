@@ -42,6 +42,7 @@ def test_defaults_and_parsing() -> None:
         ({"USERLAND_NAMESPACES": "Class_Room"}, "USERLAND_NAMESPACES"),
         ({"USERLAND_SESSION_TTL_SECONDS": "soon"}, "USERLAND_SESSION_TTL_SECONDS"),
         ({"USERLAND_GATEWAY_POD_LABELS": "novalue"}, "USERLAND_GATEWAY_POD_LABELS"),
+        ({"USERLAND_COOKIE_DOMAIN": "localhost"}, "USERLAND_COOKIE_DOMAIN"),
     ],
 )
 def test_invalid_values_name_the_variable_in_one_line(env: dict[str, str], named: str) -> None:
