@@ -298,13 +298,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             results["steady_writes_by_kind"] = {
                 k.split("{", 1)[1].rstrip("}"): v - before_m.get(k, 0) for k, v in m.items()
                 if k.startswith("userland_operator_api_writes_total") and v != before_m.get(k, 0)}
+            # The leader's Lease heartbeat (one renewal per 2 s) is leader election, not work.
+            results["steady_lease_renewals"] = sum(
+                v for k, v in results["steady_writes_by_kind"].items() if 'kind="Lease"' in k)
+            results["steady_object_writes"] = results["steady_writes"] - results["steady_lease_renewals"]
             results["steady_reconciles"] = (
                 sum(v for k, v in m.items() if k.startswith("userland_operator_reconciles_total"))
                 - reconciles_before
             )
             results["rss_mib_at_n"] = op.rss_mib()
             print(
-                f"steady state {args.steady:.0f} s: {results['steady_writes']:.0f} writes "
+                f"steady state {args.steady:.0f} s: {results['steady_object_writes']:.0f} object writes "
+                f"+ {results['steady_lease_renewals']:.0f} Lease renewals "
                 f"({results['steady_reconciles']:.0f} reconciles, resync every {args.resync:.0f} s); "
                 f"RSS {results['rss_mib_at_n']:.1f} MiB at {args.n}",
                 flush=True,
