@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 from yarl import URL
 
 from userland.platform import naming
@@ -26,7 +27,7 @@ from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeErr
 from userland.platform.sessions import SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.proxy.accesslog import LOGIN_KEY
-from userland.proxy.headers import upstream_request_headers
+from userland.proxy.headers import upstream_request_header_list
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
 from userland.proxy.routes_cache import RoutingCache
@@ -120,7 +121,7 @@ class Gateway:
 
     async def forward(self, request: web.Request, base_url: str, login: str | None) -> web.StreamResponse:
         websocket = is_websocket_upgrade(request)
-        headers = upstream_request_headers(
+        headers = upstream_request_header_list(
             request.headers, login, secret=self.settings.identity_secret,
             client_ip=request.remote or "", proto=self.proto, host=request.host,
             session_cookie=self.session_cookie, websocket=websocket,
@@ -128,7 +129,7 @@ class Gateway:
         try:
             if websocket:
                 return await forward_websocket(request, self.client, target_url(base_url, request.raw_path),
-                                               headers, register=self._ws_opened,
+                                               CIMultiDict(headers), register=self._ws_opened,
                                                unregister=self._ws_closed)
             return await forward_http(request, self.pool, base_url, headers,
                                       session_cookie=self.session_cookie)

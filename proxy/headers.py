@@ -115,10 +115,30 @@ def upstream_request_headers(
     now: float | None = None,
 ) -> CIMultiDict[str]:
     """Headers to send upstream for a client request; `login` None forwards anonymously."""
+    return CIMultiDict(upstream_request_header_list(
+        client_headers, login, secret=secret, client_ip=client_ip, proto=proto, host=host,
+        session_cookie=session_cookie, websocket=websocket, now=now))
+
+
+def upstream_request_header_list(
+    client_headers: HeadersIn,
+    login: str | None,
+    *,
+    secret: str,
+    client_ip: str,
+    proto: str,
+    host: str,
+    session_cookie: str,
+    websocket: bool = False,
+    now: float | None = None,
+) -> list[tuple[str, str]]:
+    """`upstream_request_headers` as a list of (name, value), in the same order (what the
+    HTTP upstream client serializes; no multidict built per request)."""
     items = _items(client_headers)
     named = _connection_tokens(items)
     drop = _REQUEST_DROP_WS if websocket else _REQUEST_DROP
-    out: CIMultiDict[str] = CIMultiDict()
+    out: list[tuple[str, str]] = []
+    add = out.append
     cookies: list[str] = []
     for name, value in items:
         key = name.lower()
@@ -129,18 +149,19 @@ def upstream_request_headers(
         if key == "cookie":
             cookies.append(value)
             continue
-        out.add(name, value)
+        add((name, value))
+    # Every name added below was dropped above, so adding is setting.
     if cookies:
         remaining = strip_cookie("; ".join(cookies), session_cookie)
         if remaining:
-            out["Cookie"] = remaining
+            add(("Cookie", remaining))
     if login is not None:
-        out[identity.USER_HEADER] = login
-        out[identity.SIGNATURE_HEADER] = (_signatures.get(login, secret) if now is None
-                                          else identity.sign_identity(login, secret, now=now))
-    out["X-Forwarded-For"] = client_ip
-    out["X-Forwarded-Proto"] = proto
-    out["X-Forwarded-Host"] = host
+        add((identity.USER_HEADER, login))
+        add((identity.SIGNATURE_HEADER, _signatures.get(login, secret) if now is None
+             else identity.sign_identity(login, secret, now=now)))
+    add(("X-Forwarded-For", client_ip))
+    add(("X-Forwarded-Proto", proto))
+    add(("X-Forwarded-Host", host))
     return out
 
 

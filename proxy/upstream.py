@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
 from yarl import URL
 
 from userland.proxy.headers import client_response_headers
@@ -57,13 +56,13 @@ async def _body(request: web.Request) -> AsyncIterator[bytes]:
 
 
 async def forward_http(request: web.Request, pool: UpstreamPool, base: str,
-                       headers: CIMultiDict[str], *, session_cookie: str) -> web.StreamResponse:
+                       headers: list[tuple[str, str]], *, session_cookie: str) -> web.StreamResponse:
     """Send `request` to `base` + its raw path and stream the answer back. Raises UpstreamError
     before any byte of a response has been sent; after that, a broken upstream ends the
     response early."""
     data = _body(request) if request.body_exists else None
-    upstream = await pool.request(request.method, base, request.raw_path, list(headers.items()), data)
-    headers = client_response_headers(upstream.headers, session_cookie=session_cookie)
+    upstream = await pool.request(request.method, base, request.raw_path, headers, data)
+    response_headers = client_response_headers(upstream.headers, session_cookie=session_cookie)
     length = upstream.content_length
     if length is not None and length <= SMALL_BODY and request.method != "HEAD" \
             and upstream.status not in (204, 304):
@@ -75,8 +74,10 @@ async def forward_http(request: web.Request, pool: UpstreamPool, base: str,
             raise UpstreamError("broken", repr(err)) from None
         finally:
             upstream.release()
-        return web.Response(status=upstream.status, reason=upstream.reason, headers=headers, body=body)
-    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+        return web.Response(status=upstream.status, reason=upstream.reason, headers=response_headers,
+                            body=body)
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason,
+                                  headers=response_headers)
     try:
         # Content-Length (when the upstream sent one) was copied, so the body goes out
         # unchanged; otherwise aiohttp chunks it.

@@ -6,7 +6,12 @@ import pytest
 from multidict import CIMultiDict
 
 from userland.platform import identity
-from userland.proxy.headers import client_response_headers, strip_cookie, upstream_request_headers
+from userland.proxy.headers import (
+    client_response_headers,
+    strip_cookie,
+    upstream_request_header_list,
+    upstream_request_headers,
+)
 
 SECRET = "k" * 40
 SPOOFS = [
@@ -31,7 +36,11 @@ def rewrite(headers: list[tuple[str, str]], login: str | None = "alice", **kw: s
     args = {"secret": SECRET, "client_ip": "10.0.0.7", "proto": "https", "host": "ide.example.edu",
             "session_cookie": "userland_session"}
     args.update(kw)
-    return upstream_request_headers(headers, login, **args)  # type: ignore[arg-type]
+    out = upstream_request_headers(headers, login, **args)  # type: ignore[arg-type]
+    # The list the HTTP path sends is the same headers in the same order (every test checks both).
+    as_list = upstream_request_header_list(headers, login, **args)  # type: ignore[arg-type]
+    assert as_list == list(out.items())
+    return out
 
 
 @pytest.mark.parametrize("spoof", SPOOFS, ids=lambda s: ",".join(n for n, _ in s))
