@@ -134,7 +134,7 @@ class Controller:
             self.network_policies,
         ]
         self.queue: WorkQueue[Key] = WorkQueue()
-        self.events = EventRecorder(client)
+        self.events = EventRecorder(client, busy=lambda: self.queue.depth > 0)
         # Index: (namespace, template) -> Userland names, so a Template change reaches them all.
         self.by_template: dict[tuple[str, str], set[str]] = defaultdict(set)
         # Index: (namespace, template, user) -> Userland names (to find duplicates and PVC owners).

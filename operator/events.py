@@ -1,9 +1,10 @@
 """Kubernetes Events on Userlands and Templates: the story `kubectl describe` tells an admin.
 
 Events are best effort and come second: `record()` only queues one; two background senders
-post them, so at a cold start of thousands of Userlands the Events trail behind the real work
-instead of competing with it for the API server. A failure is logged and dropped; a full
-queue drops the oldest. Nothing here ever holds up or fails a reconcile.
+post them, and while the operator is busy (`busy()`, its work queue is not empty) they hold
+back for up to `MAX_DEFER` seconds, so at a cold start of thousands of Userlands the Events
+follow the real work instead of competing with it for the API server. A failure is logged
+and dropped; a full queue drops the oldest. Nothing here ever holds up or fails a reconcile.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from userland.platform.kube import EVENTS, KubeClient, KubeError
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 COMPONENT = "userland-operator"
 SENDERS = 2
 MAX_QUEUED = 10_000
+MAX_DEFER = 30.0  # seconds an Event may wait for a busy operator to calm down
 
 
 def event_body(
@@ -57,10 +60,12 @@ def event_body(
 
 
 class EventRecorder:
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, busy: Callable[[], bool] = lambda: False) -> None:
         self.client = client
+        self.busy = busy
+        self._flushing = False
         self.host = os.environ.get("HOSTNAME") or socket.gethostname()
-        self._queue: asyncio.Queue[dict[str, Any]] | None = None
+        self._queue: asyncio.Queue[tuple[float, dict[str, Any]]] | None = None
         self._senders: list[asyncio.Task[None]] = []
         self.dropped = 0
 
@@ -74,12 +79,17 @@ class EventRecorder:
             self._queue.task_done()
             self.dropped += 1
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self._queue.put_nowait(event_body(involved, event_type, reason, message, now=now, host=self.host))
+        body = event_body(involved, event_type, reason, message, now=now, host=self.host)
+        self._queue.put_nowait((time.monotonic(), body))
 
     async def _send_forever(self) -> None:
         assert self._queue is not None
         while True:
-            body = await self._queue.get()
+            queued_at, body = await self._queue.get()
+            # Polled: "busy" is a queue depth, with no event to wait on.
+            while (not self._flushing and self.busy()  # noqa: ASYNC110
+                   and time.monotonic() - queued_at < MAX_DEFER):
+                await asyncio.sleep(0.25)
             try:
                 await self.client.create(EVENTS, body["metadata"]["namespace"], body)
             except KubeError as err:
@@ -88,9 +98,13 @@ class EventRecorder:
                 self._queue.task_done()
 
     async def flush(self) -> None:
-        """Wait until every queued Event has been sent (or failed)."""
+        """Send every queued Event now, busy or not, and wait until all are sent (or failed)."""
         if self._queue is not None:
-            await self._queue.join()
+            self._flushing = True
+            try:
+                await self._queue.join()
+            finally:
+                self._flushing = False
 
     async def close(self) -> None:
         for task in self._senders:
