@@ -269,9 +269,14 @@ async def test_printer_columns_in_kubectl_get(control_plane: ControlPlane, kube:
     assert row.split()[:6] == ["vscode", "VS", "Code", "8080", "1", "True"]
 
     # The category lists both kinds.
-    code, out, err = await kubectl(control_plane, "get", "userland", "-n", namespace, "-o", "name")
+    code, out, err = await kubectl(control_plane, "get", "classroom", "-n", namespace, "-o", "name")
     assert code == 0, err
     assert sorted(out.split()) == ["template.userland.dev/vscode", "userland.userland.dev/vscode-koba1t"]
+    # ...and the singular name still means one Userland (a category named `userland` would
+    # shadow it: `kubectl describe userland NAME` then fails with "only one resource").
+    code, out, err = await kubectl(control_plane, "describe", "userland", "vscode-koba1t", "-n", namespace)
+    assert code == 0, err
+    assert "Kind:         Userland" in out
 
 
 # --- the example Templates ---------------------------------------------------------------------

@@ -347,7 +347,7 @@ def test_crd_identity(name: str, kind: str, short: str) -> None:
     assert spec["names"]["kind"] == kind
     assert spec["names"]["plural"] == name
     assert spec["names"]["shortNames"] == [short]
-    assert spec["names"]["categories"] == ["userland"]
+    assert spec["names"]["categories"] == ["classroom"]
     (v,) = spec["versions"]
     assert (v["name"], v["served"], v["storage"]) == (naming.VERSION, True, True)
     assert v["subresources"] == {"status": {}}
