@@ -228,7 +228,9 @@ class LocalSetup:
             # A fixed identity takes its own Lease back at once after a restart.
             "--identity", "userland-local", "--workers", "4",
         ), self.options.log_dir, self._child_env(
-            USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE))
+            USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE,
+            # The operator writes each Userland's URL (status.url) from it.
+            USERLAND_PUBLIC_URL=self.options.public_url))
 
     async def start_landing(self) -> None:
         assert self.kube is not None

@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 
 from userland.local.controlplane import free_port
+from userland.platform.kube import USERLANDS, KubeClient
 
 STARTUP_TIMEOUT = 60
 HTML = {"Accept": "text/html"}
@@ -119,6 +120,10 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
         started = descendants(process.pid)
         # etcd, apiserver, controller-manager, redis, operator, gateway, two demo environments
         assert len(started) >= 8, started
+        # The operator reports where each student reaches their environment.
+        async with await KubeClient.connect(str(state_dir / "kubeconfig")) as kube:
+            status = (await kube.get(USERLANDS, "classroom", "demo-alice")).get("status") or {}
+        assert status.get("url") == f"{base}/demo/", status
 
         jar = aiohttp.CookieJar(unsafe=True)
         async with aiohttp.ClientSession(cookie_jar=jar) as alice:
