@@ -36,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -338,24 +337,6 @@ async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url:
         await client.aclose()
 
 
-@contextlib.contextmanager
-def redis_server(state: Path) -> Iterator[str]:
-    port = free_port()
-    pidfile = state / "redis.pid"
-    subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
-                    "--dir", str(state), "--logfile", str(state / "redis.log")], check=True)
-    for _ in range(100):
-        if pidfile.exists():
-            break
-        time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(pidfile.read_text()), signal.SIGTERM)
-
-
 # -- load: wrk for HTTP, an aiohttp client for WebSockets --------------------------------------
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
@@ -500,6 +481,7 @@ def summary(target: Target) -> dict[str, Any]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from userland.local.controlplane import ControlPlane, crd_files
+    from userland.local.redisserver import redis_server
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 16384)), hard))

@@ -11,18 +11,16 @@ Only GitHub is faked, as a real local HTTP server (tests/fakes/).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from userland.local.controlplane import ControlPlane, crd_files, free_port
+from userland.local.controlplane import ControlPlane, crd_files
+from userland.local.redisserver import redis_server
 from userland.platform.kube import NAMESPACES, KubeClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,22 +67,9 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    port = free_port()
     state = Path(tempfile.mkdtemp(prefix="userland-redis-"))
-    pidfile = state / "redis.pid"
-    subprocess.run(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
-         "--dir", str(state), "--logfile", str(state / "redis.log")],
-        check=True,
-    )
-    for _ in range(100):
-        if pidfile.exists():
-            break
-        time.sleep(0.05)
     try:
-        yield f"redis://127.0.0.1:{port}/0"
+        with redis_server(state) as url:
+            yield url
     finally:
-        if pidfile.exists():
-            os.kill(int(pidfile.read_text().strip()), 15)
         shutil.rmtree(state, ignore_errors=True)
