@@ -7,16 +7,26 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-K8S_CACHE ?= $(HOME)/.cache/userland/k8s-1.20.2
+K8S_CACHE ?= $(HOME)/.cache/userland/k8s-1.20.2-p1
 export USERLAND_K8S_CACHE := $(K8S_CACHE)
+# The real apps (code-server, JupyterLab, MariaDB + phpMyAdmin), installed once by
+# scripts/install-local-apps.sh; the folder's name is the recipe key, so a changed recipe
+# installs afresh. Its bin/ is what the local runner puts on PATH (USERLAND_APPS_BIN).
+LOCAL_APPS ?= vscode jupyterlab mariadb
+APPS_PREFIX ?= $(shell bash scripts/install-local-apps.sh --print-prefix)
+export USERLAND_APPS_PREFIX := $(APPS_PREFIX)
+export USERLAND_APPS_BIN := $(APPS_PREFIX)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help deps venv control-plane lint test test-fast run bench clean
+.PHONY: help deps venv control-plane local-apps lint test test-fast test-cluster run bench clean
 
 help:
-	@echo "make run    start the platform locally (control plane, operator, gateway; Ctrl-C stops all)"
+	@echo "make run    start the platform locally (control plane, operator, gateway; Ctrl-C stops all;"
+	@echo "            PORT=8100 for another port than 8000)"
 	@echo "make test   install what the tests need (once), lint, run the whole suite"
+	@echo "make test-cluster   deploy/ on a real single-node Kubernetes (root; builds what is missing)"
 	@echo "make bench  run the benchmarks (by hand; figures go in the README)"
+	@echo "make local-apps  install code-server, JupyterLab, MariaDB + phpMyAdmin (once, cached)"
 
 deps:
 	@bash scripts/install-deps.sh
@@ -35,25 +45,38 @@ venv: $(VENV)/.created
 control-plane: deps
 	@bash scripts/build-control-plane.sh "$(K8S_CACHE)" >/dev/null
 
+# Prints nothing when everything is in place; the first run takes a few minutes.
+local-apps:
+	@bash scripts/install-local-apps.sh --prefix "$(APPS_PREFIX)" $(LOCAL_APPS) >/dev/null
+
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy -p userland.platform -p userland.operator -p userland.auth -p userland.proxy -p userland.local -p userland.cli
+	$(VENV)/bin/mypy -p userland.platform -p userland.operator -p userland.auth -p userland.proxy -p userland.local -p userland.cli -p userland.web
 	$(VENV)/bin/lint-imports
 
-test: deps venv control-plane lint
+test: deps venv control-plane local-apps lint
 	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)
+
+# deploy/ on a real node (root): builds the node's binaries and images once, runs tests/cluster/
+# inside the node's network namespace, takes everything down and checks nothing is left.
+test-cluster: venv
+	@bash scripts/test-cluster.sh $(PYTEST_ARGS)
 
 # Only the tests that need no control plane (seconds).
 test-fast: venv
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
-run: deps venv control-plane
-	$(VENV)/bin/userland local
+# `make run PORT=8100` serves on another port (default 8000); `make run SKIP_APPS=1` does not
+# install the real apps (their Templates then say they are not installed).
+run: deps venv control-plane $(if $(SKIP_APPS),,local-apps)
+	$(VENV)/bin/userland local$(if $(PORT), --port $(PORT))
 
 bench: deps venv control-plane
 	bash bench/setup.sh
 	$(PY) bench/operator_bench.py
 	$(PY) bench/gateway_bench.py
+	$(PY) bench/web_roster_bench.py
+	$(PY) bench/activity_bench.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .run

@@ -1,4 +1,5 @@
-"""Admin views of login-id bindings: read one (JSON), or clear one (CSRF-protected form post).
+"""Admin views of login-id bindings: read one (a page with the release form for a browser, JSON
+otherwise), or clear one (CSRF-protected form post).
 
 Clearing lets the next account that signs in with that name claim it; an admin does this
 after checking that a refused login really is the rightful owner (for example after the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from datetime import UTC, datetime
 
 from aiohttp import web
 
@@ -27,7 +29,8 @@ async def _admin(request: web.Request) -> Session | None:
 
 @fail_closed
 async def get_binding(request: web.Request) -> web.StreamResponse:
-    if await _admin(request) is None:
+    admin = await _admin(request)
+    if admin is None:
         return web.json_response({"error": "an admin session is required"}, status=403,
                                  headers=pages.NO_STORE)
     try:
@@ -35,6 +38,13 @@ async def get_binding(request: web.Request) -> web.StreamResponse:
     except naming.InvalidName:
         return web.json_response({"error": "not a GitHub login"}, status=400, headers=pages.NO_STORE)
     binding = await auth_context(request).bindings.get(login)
+    if "text/html" in request.headers.get("Accept", ""):
+        # The web UI's admin page sends its look-up here: the form carries this session's token.
+        bound_at = "" if binding is None else datetime.fromtimestamp(binding.bound_at, UTC).strftime(
+            "%Y-%m-%d %H:%M UTC")
+        return pages.render("binding.html", title=f"GitHub account of {login}", login=login,
+                            github_id=None if binding is None else binding.github_id, bound_at=bound_at,
+                            csrf=admin.csrf)
     if binding is None:
         return web.json_response({"login": login, "github_id": None}, status=404, headers=pages.NO_STORE)
     return web.json_response({"login": binding.login, "github_id": binding.github_id,
@@ -58,5 +68,5 @@ async def clear_binding(request: web.Request) -> web.StreamResponse:
                                        "admin": admin.login, "existed": removed})
     message = (f"{login} is no longer bound; the next GitHub account to sign in with that name "
                "will be." if removed else f"{login} was not bound to any account.")
-    return pages.render("message.html", title="Name released", message=message, link_url="/",
-                        link_text="Back")
+    return pages.render("message.html", title="Name released", message=message, link_url="/admin",
+                        link_text="Back to the admin page")

@@ -1,7 +1,9 @@
 """What the auth routes share: settings, stores, the GitHub client, cookies, the session lookup.
 
 One `AuthContext` per application, kept under `AUTH` (a `web.AppKey`); no module globals.
-`current_session()` is the one way to ask "who is this?" and is also what the gateway calls.
+`current_session()` is the one way to ask "who is this?" on the platform host and is also what
+the gateway calls there. Cookies are host-only (no Domain, ever) and, when Secure, named with
+the `__Host-` prefix (auth/origins.py keeps every name).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from aiohttp import web
 from userland.auth import pages
 from userland.auth.bindings import LoginBindings
 from userland.auth.github import GitHubOAuth
-from userland.auth.oauth_state import NONCE_COOKIE, OAuthStateStore
+from userland.auth.oauth_state import OAuthStateStore
+from userland.auth.origin_sessions import OriginSessions
+from userland.auth.origins import SESSION_COOKIE_BASE, CookieNames, cookie_names, port_suffix, student_origin
 from userland.auth.redirects import safe_next
 from userland.platform.sessions import Session, SessionStore, SessionStoreUnavailable
 from userland.platform.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SESSION_COOKIE = "userland_session"
+# The session cookie's name on local http; `AuthContext.cookies.session` is the one in use.
+SESSION_COOKIE = SESSION_COOKIE_BASE
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -33,34 +38,59 @@ class AuthContext:
     store: SessionStore
     states: OAuthStateStore
     bindings: LoginBindings
-    allowed_hosts: Callable[[], set[str]]
+    origin_sessions: OriginSessions
+    # The hosts Template routes own (`ide.example.edu`); students' origins are their subdomains.
+    template_hosts: Callable[[], set[str]]
     github: GitHubOAuth | None = None  # set while the application runs (cleanup_ctx)
 
+    @property
+    def cookies(self) -> CookieNames:
+        return cookie_names(self.settings.cookie_secure)
+
+    @property
+    def proto(self) -> str:
+        return "http" if self.settings.public_url.startswith("http://") else "https"
+
+    def own_origin(self, login: str, template_host: str) -> str:
+        """`login`'s origin on a Template host, on the platform's port."""
+        return student_origin(self.proto, login, template_host, port_suffix(self.settings.public_url))
+
+    def own_origins(self, login: str) -> list[str]:
+        return [self.own_origin(login, host) for host in sorted(self.template_hosts())]
+
     def safe_next(self, target: str | None) -> str:
-        return safe_next(target, public_url=self.settings.public_url,
-                         cookie_domain=self.settings.cookie_domain, allowed_hosts=self.allowed_hosts)
+        return safe_next(target, public_url=self.settings.public_url, template_hosts=self.template_hosts)
 
     def public_origin(self, request: web.Request) -> str:
         """The platform's own origin; the request's when no public URL is configured."""
         return self.settings.public_url or str(request.url.origin())
 
     def set_session_cookie(self, response: web.StreamResponse, cookie_id: str) -> None:
-        response.set_cookie(SESSION_COOKIE, cookie_id, max_age=self.settings.session_ttl_seconds,
-                            path="/", domain=self.settings.cookie_domain or None,
-                            secure=self.settings.cookie_secure, httponly=True, samesite="Lax")
+        response.set_cookie(self.cookies.session, cookie_id, max_age=self.settings.session_ttl_seconds,
+                            path="/", secure=self.settings.cookie_secure, httponly=True, samesite="Lax")
 
     def delete_session_cookie(self, response: web.StreamResponse) -> None:
-        response.del_cookie(SESSION_COOKIE, path="/", domain=self.settings.cookie_domain or None,
-                            secure=self.settings.cookie_secure, httponly=True, samesite="Lax")
+        response.del_cookie(self.cookies.session, path="/", secure=self.settings.cookie_secure,
+                            httponly=True, samesite="Lax")
+
+    @property
+    def _nonce_path(self) -> str:
+        # `__Host-` requires Path=/. Without the prefix (local http) it only has to reach /auth/.
+        return "/" if self.settings.cookie_secure else "/auth/"
 
     def set_nonce_cookie(self, response: web.StreamResponse, nonce: str) -> None:
-        # Host-only and limited to /auth/: it only has to reach the callback or the form post.
-        response.set_cookie(NONCE_COOKIE, nonce, max_age=self.states.ttl, path="/auth/",
+        # Host-only and, when Secure, `__Host-`: a student origin on a sibling host could
+        # otherwise plant its own login's nonce in a victim's browser (Domain=<parent>) and
+        # send the victim to that login's callback, signing them in as the attacker.
+        response.set_cookie(self.cookies.nonce, nonce, max_age=self.states.ttl, path=self._nonce_path,
                             secure=self.settings.cookie_secure, httponly=True, samesite="Lax")
 
     def delete_nonce_cookie(self, response: web.StreamResponse) -> None:
-        response.del_cookie(NONCE_COOKIE, path="/auth/", secure=self.settings.cookie_secure,
+        response.del_cookie(self.cookies.nonce, path=self._nonce_path, secure=self.settings.cookie_secure,
                             httponly=True, samesite="Lax")
+
+    def nonce_cookie(self, request: web.Request) -> str | None:
+        return request.cookies.get(self.cookies.nonce)
 
 
 AUTH = web.AppKey("userland_auth", AuthContext)
@@ -73,16 +103,20 @@ def auth_context(request: web.Request) -> AuthContext:
         raise RuntimeError("setup_auth() was not called on this application") from None
 
 
+def session_cookie_id(request: web.Request) -> str | None:
+    return request.cookies.get(auth_context(request).cookies.session)
+
+
 async def current_session(request: web.Request) -> Session | None:
-    """The session of the request's cookie, or None; raises SessionStoreUnavailable."""
-    cookie_id = request.cookies.get(SESSION_COOKIE)
+    """The session of the request's platform cookie, or None; raises SessionStoreUnavailable."""
+    cookie_id = session_cookie_id(request)
     if not cookie_id:
         return None
     return await auth_context(request).store.load(cookie_id)
 
 
-def redirect(location: str) -> web.Response:
-    return web.Response(status=302, headers={"Location": location, **pages.NO_STORE})
+def redirect(location: str, status: int = 302) -> web.Response:
+    return web.Response(status=status, headers={"Location": location, **pages.NO_STORE})
 
 
 def fail_closed(handler: Handler) -> Handler:

@@ -1,7 +1,10 @@
 """The development login: a local stand-in for GitHub that asks for a username.
 
 Only mounted when `settings.dev_login` is true (the local `make run` setup); otherwise the
-routes do not exist (404). The form is protected like the OAuth flow: its hidden `state` is a
+routes do not exist (404). `userland gateway` refuses to start with it next to GitHub
+credentials, on a non-loopback address, with an https public URL or Secure cookies
+(`settings.dev_login_refusal`), and these routes answer loopback clients only (404 otherwise).
+The form is protected like the OAuth flow: its hidden `state` is a
 single-use Redis record bound to the browser by the nonce cookie. The GitHub id is derived
 from the name (negative, so it can never equal a real GitHub id), and the role comes from the
 login entries of the admin and instructor lists (there are no teams here).
@@ -17,8 +20,9 @@ from aiohttp import web
 from userland.auth import pages, roles
 from userland.auth.context import AuthContext, auth_context, fail_closed
 from userland.auth.login import complete_login
-from userland.auth.oauth_state import NONCE_COOKIE, StateMismatch
+from userland.auth.oauth_state import StateMismatch
 from userland.platform import naming
+from userland.platform.settings import is_loopback_host
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +44,33 @@ async def _form(auth: AuthContext, next_url: str, *, status: int = 200, login: s
     return response
 
 
+def _from_loopback(request: web.Request) -> bool:
+    # The TCP peer, never a header: only this machine's own browser may use it.
+    return is_loopback_host(request.remote or "")
+
+
+def _not_here(request: web.Request) -> web.Response:
+    log.warning("development login refused to a non-loopback client", extra={"event": "login.dev_refused"})
+    return pages.error_page(404, "Not found", "There is no such page here.")
+
+
 @fail_closed
 async def dev_login_form(request: web.Request) -> web.StreamResponse:
+    if not _from_loopback(request):
+        return _not_here(request)
     auth = auth_context(request)
     return await _form(auth, auth.safe_next(request.query.get("next")))
 
 
 @fail_closed
 async def dev_login_submit(request: web.Request) -> web.StreamResponse:
+    if not _from_loopback(request):
+        return _not_here(request)
     auth = auth_context(request)
     form = await request.post()
     state, login = str(form.get("state") or ""), str(form.get("login") or "").strip()
     try:
-        pending = await auth.states.finish(state, request.cookies.get(NONCE_COOKIE))
+        pending = await auth.states.finish(state, auth.nonce_cookie(request))
     except StateMismatch:
         response = pages.error_page(403, "Form expired", "This sign-in form has expired or was "
                                     "already used. Please open it again.", retry_url=DEV_LOGIN_PATH)

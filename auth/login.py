@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Iterable
 from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
 from userland.auth import pages, roles
-from userland.auth.context import SESSION_COOKIE, AuthContext, auth_context, fail_closed, redirect
+from userland.auth.context import AuthContext, auth_context, fail_closed, redirect, session_cookie_id
 from userland.auth.github import GitHubOAuth, GitHubUnavailable, OAuthRejected
-from userland.auth.oauth_state import NONCE_COOKIE, StateMismatch
+from userland.auth.oauth_state import StateMismatch
 from userland.platform import naming
 from userland.platform.sessions import Role, Session
 
@@ -83,7 +84,7 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
         return pages.error_page(400, "Sign-in failed", "The sign-in answer had no state.",
                                 retry_url=_retry_url())
     try:
-        pending = await auth.states.finish(state, request.cookies.get(NONCE_COOKIE))
+        pending = await auth.states.finish(state, auth.nonce_cookie(request))
     except StateMismatch as exc:
         log.info("login state refused", extra={"event": "login.state_refused", "reason": str(exc)})
         return pages.error_page(403, "Sign-in link expired",
@@ -126,12 +127,12 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
             "this site. If you think it should be, ask your instructor to check your membership.")
     return await complete_login(request, auth, login=login_name, github_id=user.id,
                                 role=roles.role_for(member, settings), next_url=pending.next_url,
-                                name=user.name, avatar_url=user.avatar_url)
+                                name=user.name, avatar_url=user.avatar_url, teams=teams)
 
 
 async def complete_login(request: web.Request, auth: AuthContext, *, login: str, github_id: int,
                          role: Role, next_url: str, name: str = "",
-                         avatar_url: str = "") -> web.StreamResponse:
+                         avatar_url: str = "", teams: Iterable[str] = ()) -> web.StreamResponse:
     """Check the id binding, save a new session, set its cookie and redirect onwards."""
     if not await auth.bindings.bind(login, github_id):
         log.warning("login refused: name bound to another account",
@@ -140,11 +141,12 @@ async def complete_login(request: web.Request, auth: AuthContext, *, login: str,
             403, "This name belongs to another account",
             f"The name {login} was first used here by a different GitHub account (GitHub names "
             "can change hands after a rename). Ask an admin to check and release the name.")
-    old = request.cookies.get(SESSION_COOKIE)
+    old = session_cookie_id(request)
     if old:
         await auth.store.clear(old)
     session = Session(login=login, github_id=github_id, role=role, csrf=secrets.token_urlsafe(32),
-                      created=time.time(), name=name, avatar_url=avatar_url)
+                      created=time.time(), name=name, avatar_url=avatar_url,
+                      teams=tuple(sorted(teams)))
     cookie_id = await auth.store.save(session)
     log.info("login succeeded", extra={"event": "login.succeeded", "login": login, "role": role,
                                        "github_id": github_id})

@@ -6,6 +6,12 @@ a short-lived cookie, so a callback only completes in the browser that started t
 (no login CSRF: a victim cannot be made to finish an attacker's login). `finish()` takes the
 record with GETDEL, so each state works once.
 The development login uses the same records for its form's CSRF protection.
+
+Anonymous clients create these records, so they are kept small (a next-URL over
+`MAX_NEXT_URL` characters is replaced by `/`) and `LoginRateLimiter` caps how many one client
+address starts per minute. Sessions never compete with them for memory: Redis runs with
+`maxmemory-policy noeviction` (deploy/redis.yaml), so a full Redis refuses new writes (a 503
+for new logins) instead of evicting a signed-in student's session.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio
@@ -23,12 +31,13 @@ from userland.platform.sessions import SessionStoreUnavailable
 
 STATE_TTL_SECONDS = 600
 STATE_KEY_PREFIX = "userland:oauth-state:"
-# The cookie that binds a pending login to the browser that started it.
-NONCE_COOKIE = "userland_login"
 _STATE_LENGTH = 43
 # RFC 7636: a verifier is 43-128 characters of [A-Za-z0-9-._~]; generate_token's are letters
 # and digits.
 _VERIFIER_LENGTH = 64
+# The longest next-URL kept with a pending login (redirects.safe_next allows as much).
+MAX_NEXT_URL = 2048
+RATE_KEY_PREFIX = "userland:login-rate:"
 
 
 def _digest(text: str) -> str:
@@ -40,7 +49,7 @@ class PendingLogin:
     state: str
     verifier: str
     next_url: str
-    nonce: str  # the browser's half, set as NONCE_COOKIE
+    nonce: str  # the browser's half, set as the nonce cookie (auth/origins.py `CookieNames.nonce`)
 
 
 class StateMismatch(Exception):
@@ -53,6 +62,8 @@ class OAuthStateStore:
         self.ttl = ttl
 
     async def begin(self, next_url: str) -> PendingLogin:
+        if len(next_url) > MAX_NEXT_URL:
+            next_url = "/"
         pending = PendingLogin(state=generate_token(_STATE_LENGTH),
                                verifier=generate_token(_VERIFIER_LENGTH),
                                next_url=next_url, nonce=generate_token(_STATE_LENGTH))
@@ -83,3 +94,28 @@ class OAuthStateStore:
         if not nonce or not hmac.compare_digest(_digest(nonce), str(nonce_hash)):
             raise StateMismatch("state was started in another browser")
         return PendingLogin(state=state, verifier=str(verifier), next_url=str(next_url), nonce=nonce)
+
+
+class LoginRateLimiter:
+    """How many logins one client address may start per minute, counted in Redis (so every
+    gateway replica shares the count): a fixed one-minute window per address."""
+
+    def __init__(self, client: redis.asyncio.Redis, per_minute: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._redis = client
+        self.per_minute = per_minute
+        self._clock = clock
+
+    async def allow(self, address: str) -> bool:
+        """Count one more login from `address`; False when it is over the limit.
+        Raises SessionStoreUnavailable when Redis cannot count (the caller fails closed)."""
+        window = int(self._clock() // 60)
+        key = f"{RATE_KEY_PREFIX}{window}:{address[:64]}"
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.incr(key)
+                pipe.expire(key, 120)
+                count, _ = await pipe.execute()
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+        return int(count) <= self.per_minute

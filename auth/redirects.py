@@ -1,7 +1,8 @@
 """Where a login may send the browser afterwards (the `next` parameter).
 
-Only to configured hosts: the public URL's host, the cookie domain and its subdomains, and the
-hosts the gateway routes Templates on (`allowed_hosts()`); or to a path on the current host
+Only to configured hosts: the public URL's host, the hosts the gateway routes Templates on
+(`template_hosts()`) and the students' origins directly under them (`alice.ide.example.edu`,
+whose gateway sends anyone but alice on to their own); or to a path on the current host
 (starting with exactly one `/`). Everything else (`//evil.com`, `/\\evil.com`,
 `https://evil.com`, `javascript:...`, anything with control or non-ASCII characters,
 backslashes or user info) falls back to `/`. Browsers strip tabs and newlines and read `\\`
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
+
+from userland.auth.origins import split_student_host
 
 FALLBACK = "/"
 _MAX_LENGTH = 2048
@@ -25,22 +28,17 @@ def _host_only(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def host_allowed(host: str, *, public_url: str, cookie_domain: str | None,
-                 extra_hosts: Iterable[str]) -> bool:
+def host_allowed(host: str, *, public_url: str, template_hosts: Iterable[str]) -> bool:
     host = _host_only(host)
     if not host:
         return False
     if public_url and host == _host_only(urlsplit(public_url).netloc):
         return True
-    if cookie_domain:
-        domain = _host_only(cookie_domain.lstrip("."))
-        if host == domain or host.endswith("." + domain):
-            return True
-    return host in {_host_only(h) for h in extra_hosts if h}
+    hosts = {_host_only(h) for h in template_hosts if h}
+    return host in hosts or split_student_host(host, hosts) is not None
 
 
-def safe_next(target: str | None, *, public_url: str, cookie_domain: str | None,
-              allowed_hosts: Callable[[], set[str]]) -> str:
+def safe_next(target: str | None, *, public_url: str, template_hosts: Callable[[], set[str]]) -> str:
     """`target` when it is a safe post-login destination, else `/`."""
     if not target or len(target) > _MAX_LENGTH:
         return FALLBACK
@@ -59,7 +57,6 @@ def safe_next(target: str | None, *, public_url: str, cookie_domain: str | None,
         return FALLBACK
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         return FALLBACK
-    if not host_allowed(hostname, public_url=public_url, cookie_domain=cookie_domain,
-                        extra_hosts=allowed_hosts()):
+    if not host_allowed(hostname, public_url=public_url, template_hosts=template_hosts()):
         return FALLBACK
     return target

@@ -34,8 +34,10 @@ def needs_orgs(settings: Settings) -> bool:
 
 
 def needs_teams(settings: Settings) -> bool:
-    """Whether deciding needs the user's team list (`/user/teams`)."""
-    return _teams_in(settings.allowed_orgs) or _teams_in(settings.admins) or _teams_in(settings.instructors)
+    """Whether deciding needs the user's team list (`/user/teams`); `course_teams` asks for it
+    because courses may name their staff as `org/team` (the web UI gets the signed list)."""
+    return (settings.course_teams or _teams_in(settings.allowed_orgs) or _teams_in(settings.admins)
+            or _teams_in(settings.instructors))
 
 
 def scopes(settings: Settings) -> list[str]:

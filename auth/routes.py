@@ -1,30 +1,63 @@
 """Mount the auth routes on an aiohttp application (the gateway calls `setup_auth`).
 
 Routes: `/auth/login`, `/auth/callback`, `/auth/logout` (GET confirm page, POST sign out),
+`/auth/handoff` and `/auth/signed-out` (student origins, auth/handoff.py),
 `/auth/verify` (forward-auth), `/auth/admin/bindings/{login}` (+ `/clear`), and
 `/auth/dev-login` only when `settings.dev_login` is on.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import redis.asyncio
 from aiohttp import web
 
-from userland.auth import admin, dev_login, login, session_routes
+from userland.auth import admin, dev_login, handoff, login, pages, session_routes
 from userland.auth.bindings import LoginBindings
 from userland.auth.context import AUTH, SESSION_COOKIE, AuthContext, current_session
 from userland.auth.github import GitHubOAuth
-from userland.auth.oauth_state import OAuthStateStore
+from userland.auth.oauth_state import LoginRateLimiter, OAuthStateStore
+from userland.auth.origin_sessions import OriginSessions
+from userland.auth.origins import PLATFORM_COOKIES
 from userland.auth.pages import unavailable_page
-from userland.platform.sessions import SessionStore
-from userland.platform.settings import Settings
+from userland.platform.sessions import SessionStore, SessionStoreUnavailable
+from userland.platform.settings import Settings, client_address
 
-__all__ = ["SESSION_COOKIE", "current_session", "setup_auth", "unavailable_page"]
+__all__ = ["PLATFORM_COOKIES", "SESSION_COOKIE", "current_session", "setup_auth", "unavailable_page"]
 
 GITHUB_TIMEOUT = aiohttp.ClientTimeout(total=15, connect=5)
+LOGIN_RATE = web.AppKey("userland_login_rate", LoginRateLimiter)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger(__name__)
+
+
+def rate_limited(handler: Handler) -> Handler:
+    """Refuse (429) a client address that starts more logins a minute than allowed: each
+    start stores a pending-login record, so anonymous clients must not make them at will."""
+
+    @functools.wraps(handler)
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        address = client_address(request.remote or "", request.headers.getall("X-Forwarded-For", []),
+                                 request.config_dict[AUTH].settings.trusted_proxies)
+        try:
+            allowed = await request.config_dict[LOGIN_RATE].allow(address)
+        except SessionStoreUnavailable:
+            return unavailable_page()
+        if not allowed:
+            log.info("login start refused: rate limit", extra={"event": "login.rate_limited",
+                                                               "client": address})
+            response = pages.error_page(429, "Too many sign-in attempts",
+                                        "Too many sign-ins were started from your network. "
+                                        "Please wait a minute and try again.", retry_url="/auth/login")
+            response.headers["Retry-After"] = "60"
+            return response
+        return await handler(request)
+
+    return wrapper
 
 
 def _no_hosts() -> set[str]:
@@ -32,11 +65,15 @@ def _no_hosts() -> set[str]:
 
 
 def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio.Redis,
-               store: SessionStore, allowed_hosts: Callable[[], set[str]] = _no_hosts) -> None:
-    """Add the auth routes to `app`, and its own GitHub HTTP client to `app.cleanup_ctx`."""
+               store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts) -> AuthContext:
+    """Add the auth routes to `app`, and its own GitHub HTTP client to `app.cleanup_ctx`.
+    `template_hosts()`: the hosts Template routes own now (the gateway's routing table)."""
     auth = AuthContext(settings=settings, store=store, states=OAuthStateStore(redis),
-                       bindings=LoginBindings(redis), allowed_hosts=allowed_hosts)
+                       bindings=LoginBindings(redis),
+                       origin_sessions=OriginSessions(redis, settings.session_ttl_seconds),
+                       template_hosts=template_hosts)
     app[AUTH] = auth
+    app[LOGIN_RATE] = LoginRateLimiter(redis, settings.login_rate_per_minute)
 
     async def github_client(_: web.Application) -> AsyncIterator[None]:
         async with aiohttp.ClientSession(timeout=GITHUB_TIMEOUT) as http:
@@ -45,13 +82,16 @@ def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio
             auth.github = None
 
     app.cleanup_ctx.append(github_client)
-    app.router.add_get("/auth/login", login.login)
+    app.router.add_get("/auth/login", rate_limited(login.login))
     app.router.add_get(login.CALLBACK_PATH, login.callback)
     app.router.add_get("/auth/logout", session_routes.logout_form)
     app.router.add_post("/auth/logout", session_routes.logout)
+    app.router.add_get(handoff.HANDOFF_ROUTE, handoff.handoff)
+    app.router.add_get(handoff.SIGNED_OUT_ROUTE, handoff.signed_out)
     app.router.add_get("/auth/verify", session_routes.verify)
     app.router.add_get("/auth/admin/bindings/{login}", admin.get_binding)
     app.router.add_post("/auth/admin/bindings/{login}/clear", admin.clear_binding)
     if settings.dev_login:
-        app.router.add_get(dev_login.DEV_LOGIN_PATH, dev_login.dev_login_form)
+        app.router.add_get(dev_login.DEV_LOGIN_PATH, rate_limited(dev_login.dev_login_form))
         app.router.add_post(dev_login.DEV_LOGIN_PATH, dev_login.dev_login_submit)
+    return auth

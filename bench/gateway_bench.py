@@ -48,6 +48,8 @@ HOST = "ide.bench.test"
 PUBLIC_URL = "http://userland.bench.test"
 SECRET = "b" * 40
 USER = "benchuser"
+STUDENT_HOST = f"{USER}.{HOST}"  # the student's own origin (per-student origins)
+ORIGIN = f"http://{STUDENT_HOST}"
 BODY = b"hello from the upstream\n"
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -301,10 +303,14 @@ def start_gateway(workers: int, env: dict[str, str], kubeconfig: Path, state: Pa
 # -- the world the gateway routes with -----------------------------------------------------
 
 
-async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url: str) -> str:
-    """Template + Userland (Ready) + Service annotated with the upstream; returns a session id."""
+async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url: str,
+                     idle_timeout: str | None = None) -> str:
+    """Template + Userland (Ready) + Service annotated with the upstream; returns the cookie id
+    of the student's origin session (`userland_origin` on `<user>.<HOST>`), made through the
+    real handoff's code path: a platform session, a single-use code, redeemed for the origin."""
     import redis.asyncio
 
+    from userland.auth.origin_sessions import OriginSessions
     from userland.platform import naming
     from userland.platform.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
     from userland.platform.sessions import RedisSessionStore, Session
@@ -314,7 +320,8 @@ async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url:
         await kube.create(TEMPLATES, namespace, {
             "apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": "vscode"},
             "spec": {"displayName": "VS Code", "routing": {"host": HOST}, "port": 8080,
-                     "podSpec": {"containers": [{"name": "main", "image": "example/ide:1"}]}}})
+                     "podSpec": {"containers": [{"name": "main", "image": "example/ide:1"}]},
+                     **({"idleTimeout": idle_timeout} if idle_timeout else {})}})
         await kube.create(USERLANDS, namespace, {
             "apiVersion": naming.API_VERSION, "kind": "Userland",
             "metadata": {"name": naming.userland_name("vscode", USER)},
@@ -331,8 +338,13 @@ async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url:
     client = redis.asyncio.from_url(redis_url)
     try:
         store = RedisSessionStore(client, 8 * 3600)
-        return await store.save(Session(login=USER, github_id=1, role="student", csrf="csrf",
-                                        created=time.time()))
+        platform_cookie = await store.save(Session(login=USER, github_id=1, role="student", csrf="csrf",
+                                                   created=time.time()))
+        origins = OriginSessions(client, 8 * 3600)
+        code = await origins.issue_code(platform_cookie, ORIGIN, "/")
+        redeemed = await origins.redeem(code, ORIGIN)
+        assert redeemed is not None, "the handoff code was not redeemed"
+        return redeemed[0]
     finally:
         await client.aclose()
 
@@ -495,12 +507,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             session_id = await make_world(plane.kubeconfig, "bench", upstream.url, redis_url)
             env = {**os.environ, "USERLAND_IDENTITY_SECRET": SECRET, "USERLAND_PUBLIC_URL": PUBLIC_URL,
                    "USERLAND_REDIS_URL": redis_url, "USERLAND_NAMESPACES": "bench",
-                   "USERLAND_UPSTREAM_MODE": "local", "USERLAND_COOKIE_SECURE": "false"}
+                   "USERLAND_UPSTREAM_MODE": "local", "USERLAND_COOKIE_SECURE": "false",
+                   # every client here is 127.0.0.1 and one user: the per-address connection
+                   # and per-user WebSocket caps would stop the load itself
+                   "USERLAND_MAX_CONNECTIONS_PER_CLIENT": "0", "USERLAND_MAX_WEBSOCKETS_PER_USER": "5000"}
             chp, chp_port = start_chp(upstream.url, state)
             gw1, gw1_port = start_gateway(1, env, plane.kubeconfig, state, args.log_level)
             gw2, gw2_port = start_gateway(2, env, plane.kubeconfig, state, args.log_level)
             procs += [chp, gw1, gw2]
-            headers = {"Host": HOST, "Cookie": f"userland_session={session_id}; app=1"}
+            headers = {"Host": STUDENT_HOST, "Cookie": f"userland_origin={session_id}; app=1",
+                       "Origin": ORIGIN}
             wrk_headers = [f"{k}: {v}" for k, v in headers.items()]
             await wait_http(f"{upstream.url}/", timeout=15)
             await wait_http(f"http://127.0.0.1:{chp_port}/", proc=chp)

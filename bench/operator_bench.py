@@ -212,8 +212,10 @@ async def wait_converged(op: Operator, total: int, start: float) -> float:
 async def creation_latency(kube: KubeClient, ns: str, first: int, n: int, rate: float) -> list[float]:
     created: dict[str, float] = {}
     seen: dict[str, float] = {}
-    listing = await kube.list(DEPLOYMENTS, ns, limit=1)
-    version = listing["metadata"]["resourceVersion"]
+    # Only a resourceVersion to watch from: one page of one item carries it (walking every
+    # page of 1,000 Deployments one at a time outlived its continue token here).
+    page = await kube.request("GET", DEPLOYMENTS.path(ns), query={"limit": "1"})
+    version = page["metadata"]["resourceVersion"]
 
     async def watch() -> None:
         nonlocal version

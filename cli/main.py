@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 
 from userland.platform.logs import setup_logging
-from userland.platform.settings import Settings, SettingsError
+from userland.platform.settings import Settings, SettingsError, dev_login_refusal
+
+log = logging.getLogger("userland.cli")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="processes sharing the port (SO_REUSEPORT); about one per core")
     gw.add_argument("--grace", type=float, default=30.0,
                     help="seconds open WebSockets keep working after SIGTERM before closing with 1001")
+
+    wb = sub.add_parser("web", help="run the web UI (instructors' courses, students' environments)")
+    wb.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on (behind the gateway)")
+    wb.add_argument("--kubeconfig", default=None,
+                    help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
 
     lo = sub.add_parser("local", help="the whole platform on this machine (make run); Ctrl-C stops it all")
     lo.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
@@ -99,9 +107,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (SettingsError, ValueError) as err:
             print(f"userland: {err}", file=sys.stderr)
             return 2
+        refusal = dev_login_refusal(settings, host)
+        if refusal is not None:
+            print(f"userland: refusing to start: {refusal}", file=sys.stderr)
+            return 2
+        if settings.dev_login:
+            log.warning("development login is ON: anyone who can reach this loopback address can "
+                        "sign in as any name; never use it outside a local setup",
+                        extra={"event": "dev_login.enabled", "listen": f"{host}:{port}"})
         return run_gateway(settings, ServerOptions(
             host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
             grace=max(0.0, args.grace), log_level=args.log_level))
+    if args.command == "web":
+        from userland.proxy.server import parse_listen
+        from userland.web.server import WebOptions, run_web
+
+        try:
+            settings.require("identity_secret", "public_url", "redis_url")
+            host, port = parse_listen(args.listen)
+        except (SettingsError, ValueError) as err:
+            print(f"userland: {err}", file=sys.stderr)
+            return 2
+        return run_web(settings, WebOptions(host=host, port=port, kubeconfig=args.kubeconfig))
     return 2
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 ADMIN_TOKEN = "userland-admin-token"
-DEFAULT_CACHE = Path(os.environ.get("USERLAND_K8S_CACHE", Path.home() / ".cache/userland/k8s-1.20.2"))
+DEFAULT_CACHE = Path(os.environ.get("USERLAND_K8S_CACHE", Path.home() / ".cache/userland/k8s-1.20.2-p1"))
 
 
 def find_repo() -> Path:

@@ -3,16 +3,20 @@
 `python -m userland.local.demo_env --port N --user LOGIN --template NAME` serves a small page
 that says whose environment this is and what the gateway sent it (`X-User`, whether an
 `X-User-Signature` came along, the path), plus a WebSocket echo at `<anything>/ws` that the
-page's script uses. Every URL on the page is relative, so it works behind a path prefix such
-as `/demo/` (the gateway forwards the full path unchanged).
+page's script uses, and `<anything>/clock`, a WebSocket that only the server talks on (the
+time, every second: like an app's live updates, which are not the student using it). Every
+URL on the page is relative, so it works behind a path prefix such as `/demo/` (the gateway
+forwards the full path unchanged).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import logging
 import sys
+import time
 from collections.abc import Sequence
 
 from aiohttp import WSMsgType, web
@@ -110,9 +114,21 @@ async def websocket_echo(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
+async def websocket_clock(request: web.Request) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse(heartbeat=30)
+    await ws.prepare(request)
+    while not ws.closed:
+        await ws.send_str(time.strftime("%H:%M:%S"))
+        with contextlib.suppress(TimeoutError):
+            await ws.receive(timeout=1.0)  # reads the close frame, when it comes
+    return ws
+
+
 async def page(request: web.Request) -> web.StreamResponse:
     if request.headers.get("Upgrade", "").lower() == "websocket" and request.path.endswith("/ws"):
         return await websocket_echo(request)
+    if request.headers.get("Upgrade", "").lower() == "websocket" and request.path.endswith("/clock"):
+        return await websocket_clock(request)
     body = render_page(
         owner=request.app[OWNER],
         template=request.app[TEMPLATE],

@@ -1,24 +1,63 @@
-"""The example objects `userland local` applies: a demo Template, optionally VS Code, students.
+"""The example objects `userland local` applies: the course, its Templates, its students.
 
-The demo Template's container command does not exist on a developer's machine on purpose, so
-the local runner starts the built-in demo environment for it. It is routed by path prefix
-(`/demo/`), which needs no DNS names: everything is on http://localhost:<port>/.
+The Templates are the very files an admin applies to a cluster (deploy/course/ and
+deploy/examples/: VS Code, JupyterLab, MariaDB + phpMyAdmin), with one change, the one an
+admin's overlay makes too: the host they are served on. Each is routed by
+`<name>.localhost`, so each student has their own origin, such as
+`http://alice.vscode.localhost:<port>/`, with no DNS set-up: browsers resolve every
+`*.localhost` name to this machine. The platform itself is `http://localhost:<port>/`.
+
+The `demo` Template is local only: its program is the runner's built-in demo environment,
+which needs nothing installed, so `make run` shows something even before `make local-apps`.
 """
 
 from __future__ import annotations
 
-import shutil
+import copy
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from userland.platform import naming
 
 JSON = dict[str, Any]
 NAMESPACE = "classroom"
 DEMO_TEMPLATE = "demo"
-DEMO_PREFIX = "/demo/"
-VSCODE_TEMPLATE = "vscode"
-VSCODE_PREFIX = "/vscode/"
+DEMO_HOST = "demo.localhost"
 DEFAULT_STUDENTS = ("alice", "bob", "carol")
+# How many of the students (the first ones) also get every shipped Template.
+APP_STUDENTS = 2
+INSTRUCTOR = "teacher"  # named on the course namespace
+ADMIN = "admin"  # USERLAND_ADMINS for the gateway
+SHIPPED_TEMPLATES = (
+    "deploy/course/template-vscode.yaml",
+    "deploy/examples/template-jupyterlab.yaml",
+    "deploy/examples/template-mariadb-phpmyadmin.yaml",
+)
+
+
+def local_host(template: str) -> str:
+    return f"{template}.localhost"
+
+
+def shipped_templates(repo: Path) -> list[JSON]:
+    """The Templates of deploy/, as an admin applies them, routed by `<name>.localhost`."""
+    found = []
+    for path in SHIPPED_TEMPLATES:
+        template = copy.deepcopy(yaml.safe_load((repo / path).read_text()))
+        template["metadata"]["namespace"] = NAMESPACE
+        template["spec"]["routing"] = {"host": local_host(template["metadata"]["name"])}
+        found.append(template)
+    return found
+
+
+def course_metadata() -> JSON:
+    """The merge patch that makes the example namespace a course for the web UI."""
+    return {"metadata": {
+        "labels": {"app.kubernetes.io/part-of": "userland", "userland.dev/course": "true"},
+        "annotations": {"userland.dev/title": "Classroom (local)", "userland.dev/instructors": INSTRUCTOR,
+                        "userland.dev/assistants": ""}}}
 
 
 def demo_template() -> JSON:
@@ -29,14 +68,14 @@ def demo_template() -> JSON:
         "spec": {
             "displayName": "Demo environment",
             "description": "Shows who you are signed in as and echoes over a WebSocket.",
-            "routing": {"pathPrefix": DEMO_PREFIX},
+            "routing": {"host": DEMO_HOST},
             "port": 8080,
             "podSpec": {
                 "automountServiceAccountToken": False,
                 "containers": [{
                     "name": "ide",
                     "image": "userland/demo-ide:1",
-                    # Not installed anywhere: locally the runner starts its demo environment.
+                    # The runner's built-in demo environment (local/containers.py).
                     "command": ["userland-demo-ide"],
                     "args": ["--port", "8080", "--user", "${USER}"],
                     "ports": [{"name": "http", "containerPort": 8080}],
@@ -46,42 +85,9 @@ def demo_template() -> JSON:
     }
 
 
-def vscode_template() -> JSON:
-    """VS Code (code-server) under /vscode/, for machines that have code-server on PATH.
-
-    Like deploy/examples/template-vscode.yaml, but routed by path and without storage (there is
-    no volume provisioner locally); the runner rewrites --bind-addr to a loopback port.
-    """
-    return {
-        "apiVersion": naming.API_VERSION,
-        "kind": "Template",
-        "metadata": {"name": VSCODE_TEMPLATE, "namespace": NAMESPACE},
-        "spec": {
-            "displayName": "VS Code",
-            "description": "Browser IDE (code-server), running on this machine.",
-            "routing": {"pathPrefix": VSCODE_PREFIX},
-            "port": 8080,
-            "podSpec": {
-                "automountServiceAccountToken": False,
-                "containers": [{
-                    "name": "code-server",
-                    "image": "codercom/code-server:4.96.4",
-                    "command": ["code-server"],
-                    "args": ["--auth", "none", "--bind-addr", "0.0.0.0:8080", "--disable-telemetry",
-                             "--disable-update-check"],
-                    "env": [{"name": "STUDENT", "value": "${USER}"}],
-                    "ports": [{"name": "http", "containerPort": 8080}],
-                }],
-            },
-        },
-    }
-
-
-def templates() -> list[JSON]:
-    found = [demo_template()]
-    if shutil.which("code-server"):
-        found.append(vscode_template())
-    return found
+def templates(repo: Path | None) -> list[JSON]:
+    """The demo, and the shipped Templates when the repository (deploy/) is at hand."""
+    return [demo_template(), *(shipped_templates(repo) if repo is not None else [])]
 
 
 def userland(user: str, template: str) -> JSON:

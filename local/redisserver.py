@@ -11,21 +11,22 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from userland.local.controlplane import free_port
 
 
 @contextlib.contextmanager
-def redis_server(state: Path) -> Iterator[str]:
-    """Start redis-server with its pid file and log in `state`; yield its URL (database 0)."""
+def redis_server(state: Path, extra_args: Sequence[str] = ()) -> Iterator[str]:
+    """Start redis-server with its pid file and log in `state`; yield its URL (database 0).
+    `extra_args` are more redis-server options (such as `--maxmemory 4mb`)."""
     port = free_port()
     pidfile = state / "redis.pid"
     subprocess.run(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
-         "--dir", str(state), "--logfile", str(state / "redis.log")],
+         "--dir", str(state), "--logfile", str(state / "redis.log"), *extra_args],
         check=True,
     )
     for _ in range(100):

@@ -1,22 +1,22 @@
-"""The local runner: the kubelet's part, for the local setup (`userland local`) only.
+"""The local runner: the kubelet's part (and the scheduler's), for `userland local` only.
 
-It watches the Deployments, Pods and Services the operator made (label
-`app.kubernetes.io/managed-by=userland-operator`) and keeps three things level with them:
+The real deployment and replicaset controllers make Pods for the operator's Deployments; no
+scheduler or kubelet exists, so the Pods would stay Pending. The runner watches the Pods and
+Services the operator manages (label `app.kubernetes.io/managed-by=userland-operator`) and
+keeps three things level with them:
 
-- every Deployment with replicas >= 1 has a local process (see launch.py: the Template's own
-  command when it can run here, else the demo environment) on a free loopback port, restarted
-  with backoff when it dies; scaled to 0 or deleted, the process is stopped;
-- the student's Service carries `userland.dev/upstream: http://127.0.0.1:<port>` while that
-  process answers HTTP, and no such annotation otherwise (the gateway's local mode reads it);
-- the Deployment's Pods are Running and Ready while the process answers, not Ready otherwise
-  (patched on the status subresource, as a kubelet reports), so the real deployment and
-  replicaset controllers, and then the operator, report the environment as they would in a
-  cluster.
+- every Pod that is not being deleted runs here: it gets a loopback address of its own
+  (127.N.x.y, shared by its containers, see podplan.py), its folders, and its containers as
+  local processes (pods.py, containers.py), run as an unprivileged user (users.py);
+- the Pod's status says what a kubelet would (podstatus.py): phase, conditions, container
+  states, restart counts, Ready from the readiness probes, the Pod's address; and Events
+  ("Started", "BackOff", "Unhealthy", why a Pod cannot run here, also on its Userland);
+- each Service carries `userland.dev/upstream: http://<pod address>:<target port>` of a Ready
+  Pod it selects, and no such annotation otherwise (Kubernetes refuses loopback addresses in
+  Endpoints, so the gateway's `local` upstream mode reads this instead).
 
 Every decision is made from the watched state, never from the event, so a restart of the
-runner (or stale state from an earlier run) converges the same way. Processes get their own
-session (a terminal's Ctrl-C reaches only `userland local`) and die with the runner
-(PR_SET_PDEATHSIG); children must therefore be started from the main thread.
+runner (or state from an earlier run) converges the same way. Processes die with the runner.
 """
 
 from __future__ import annotations
@@ -24,9 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
+import ipaddress
 import logging
 import os
-import signal
+import random
+import shutil
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -34,163 +39,129 @@ from pathlib import Path
 
 import aiohttp
 
-from userland.local.controlplane import die_with_parent, free_port
-from userland.local.launch import LaunchSpec, owner_of, plan_launch, wanted_replicas
+from userland.local.podplan import PodPlan, Unrunnable, plan_pod
+from userland.local.pods import PodWorker
+from userland.local.podstatus import keep_transition_times, same_status
+from userland.local.sockets import listening_sockets
+from userland.local.users import LocalUser, current_user
 from userland.platform import naming
+from userland.platform.events import event_body
 from userland.platform.informer import Informer, Key, object_key
-from userland.platform.kube import DEPLOYMENTS, JSON, PODS, SERVICES, KubeClient, KubeError, NotFound
+from userland.platform.kube import EVENTS, JSON, PODS, SERVICES, USERLANDS, KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
 MANAGED = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
+COMPONENT = "userland-local-runner"
+# Pods' addresses: one loopback address each (Linux routes all of 127.0.0.0/8 to lo), from a
+# /16 of this range that each runner picks for itself (free_block).
+ADDRESS_BLOCKS = ipaddress.IPv4Network("127.64.0.0/10")
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_EVENT_REPEAT_SECONDS = 60.0
+PATCH_PATIENCE = 2.0
 
 
-async def terminate(process: asyncio.subprocess.Process, grace: float = 5.0) -> None:
-    """SIGTERM the process's group, SIGKILL what is left after `grace` seconds."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-    # Anything the process left behind in its group (a server's workers) goes too.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+class AddressPool:
+    """Loopback addresses for Pods from one block; an address is given back when its Pod is gone."""
+
+    def __init__(self, network: ipaddress.IPv4Network) -> None:
+        self.network = network
+        self._free = (str(a) for a in network.hosts())
+        self._returned: list[str] = []
+        self.taken: dict[Key, str] = {}
+
+    def take(self, key: Key) -> str:
+        if key not in self.taken:
+            self.taken[key] = self._returned.pop(0) if self._returned else next(self._free)
+        return self.taken[key]
+
+    def give_back(self, key: Key) -> None:
+        address = self.taken.pop(key, None)
+        if address is not None:
+            self._returned.append(address)
 
 
-class Environment:
-    """One student's process, supervised: start, wait until it answers, restart with backoff."""
-
-    def __init__(self, key: Key, spec: LaunchSpec, *, http: aiohttp.ClientSession, log_dir: Path,
-                 on_change: Callable[[], None], backoff: float = 0.5, max_backoff: float = 15.0,
-                 ready_timeout: float = 60.0) -> None:
-        self.key = key
-        self.spec = spec
-        self.http = http
-        self.log_path = log_dir / f"{key[0]}.{key[1]}.log"
-        self.on_change = on_change
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.ready_timeout = ready_timeout
-        self.url: str | None = None  # set while the process answers HTTP
-        self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.url is not None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._supervise(), name=f"env-{self.key[0]}/{self.key[1]}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    def _set_url(self, url: str | None) -> None:
-        if url != self.url:
-            self.url = url
-            self.on_change()
-
-    async def _spawn(self, port: int) -> asyncio.subprocess.Process:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        output = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            return await asyncio.create_subprocess_exec(
-                *self.spec.command(port),
-                stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=asyncio.subprocess.STDOUT,
-                env={**os.environ, **self.spec.environment(port)},
-                preexec_fn=die_with_parent, start_new_session=True,
-            )
-        finally:
-            os.close(output)
-
-    async def _answers(self, process: asyncio.subprocess.Process, url: str) -> bool:
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline and process.returncode is None:
-            try:
-                async with self.http.get(url + "/", allow_redirects=False,
-                                         timeout=aiohttp.ClientTimeout(total=2)):
-                    return True  # any HTTP answer: the server is up
-            except (aiohttp.ClientError, TimeoutError):
-                await asyncio.sleep(0.1)
-        return False
-
-    async def _supervise(self) -> None:
-        backoff = self.backoff
-        while True:
-            port = free_port()
-            url = f"http://127.0.0.1:{port}"
-            started = time.monotonic()
-            self.starts += 1
-            try:
-                process = await self._spawn(port)
-            except OSError as err:
-                log.warning("environment could not start", extra={
-                    "environment": "/".join(self.key), "error": str(err)})
-            else:
-                self.process = process
-                try:
-                    if await self._answers(process, url):
-                        log.info("environment answering", extra={
-                            "environment": "/".join(self.key), "url": url, "kind": self.spec.kind,
-                            "pid": process.pid})
-                        self._set_url(url)
-                        await process.wait()
-                finally:
-                    # Also on cancellation (stop): the process never outlives its supervisor.
-                    self._set_url(None)
-                    await terminate(process)
-                    self.process = None
-                log.warning("environment exited, restarting", extra={
-                    "environment": "/".join(self.key), "returncode": process.returncode,
-                    "retry_in": backoff, "log": str(self.log_path)})
-            if time.monotonic() - started > 30:
-                backoff = self.backoff  # it ran for a while: not a crash loop
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff)
+def free_block(listening: Iterable[str], rng: random.Random | None = None) -> ipaddress.IPv4Network:
+    """A /16 of ADDRESS_BLOCKS (127.64.0.0/10) in which nothing on this machine listens, chosen
+    at random: two `userland local`s (or one and the tests) never hand out the same addresses."""
+    used = {ipaddress.IPv4Address(a) for a in listening if "." in a}
+    blocks = [b for b in ADDRESS_BLOCKS.subnets(new_prefix=16) if not any(a in b for a in used)]
+    if not blocks:
+        raise RuntimeError("every 127.64.0.0/10 block has listeners: too many local runners on this machine")
+    return (rng or random.Random()).choice(blocks)
 
 
-def _selector_matches(deployment: JSON, pod: JSON) -> bool:
-    selector = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+def listening_addresses(proc: Path = Path("/proc")) -> set[str]:
+    found: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            found |= {s.address for s in listening_sockets((proc / "net" / table).read_text())}
+    return found
+
+
+def environment_roots(state_dir: Path, user: LocalUser) -> Path:
+    """Where Pods' folders live: under the state dir, unless the environments' user cannot
+    reach it (a repository under root's private home): then under /var/lib, linked from it."""
+    root = state_dir / "environments"
+    if not user.switches or _reachable(state_dir, user):
+        return root
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    elsewhere = Path("/var/lib/userland-local") / digest
+    elsewhere.mkdir(parents=True, exist_ok=True)
+    elsewhere.parent.chmod(0o755)
+    elsewhere.chmod(0o755)
+    if not root.is_symlink():
+        if root.exists():
+            shutil.rmtree(root)
+        root.symlink_to(elsewhere)
+    return elsewhere
+
+
+def _reachable(folder: Path, user: LocalUser) -> bool:
+    """Whether `user` (not the owner) may pass through every folder on the way to `folder`."""
+    for part in [folder.resolve(), *folder.resolve().parents]:
+        info = part.stat()
+        if info.st_uid != user.uid and not info.st_mode & 0o001:
+            return False
+    return True
+
+
+def base_environment(user: LocalUser, app_bins: Iterable[Path]) -> dict[str, str]:
+    """What a container's environment starts from (never the runner's own: it may hold secrets)."""
+    path = ":".join([*(str(p) for p in app_bins), SYSTEM_PATH])
+    return {
+        "PATH": path,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "SHELL": "/bin/bash",
+        "USER": user.name,
+        "LOGNAME": user.name,
+    }
+
+
+def _service_target(service: JSON, pod: JSON) -> int | None:
+    ports = (service.get("spec") or {}).get("ports") or []
+    if not ports:
+        return None
+    target = ports[0].get("targetPort", ports[0].get("port"))
+    if isinstance(target, int):
+        return target
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == target and isinstance(port.get("containerPort"), int):
+                return int(port["containerPort"])
+    return int(target) if isinstance(target, str) and target.isdigit() else None
+
+
+def _selects(service: JSON, pod: JSON) -> bool:
+    selector = (service.get("spec") or {}).get("selector") or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
-def _pod_ready(pod: JSON) -> bool:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
-
-
-def _pod_status(ready: bool, pod: JSON) -> JSON:
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    value = "True" if ready else "False"
-    reason = {} if ready else {"reason": "ProcessNotAnswering"}
-    status: JSON = {"conditions": [
-        {"type": "Ready", "status": value, "lastTransitionTime": now, **reason},
-        {"type": "ContainersReady", "status": value, "lastTransitionTime": now, **reason},
-    ]}
-    # Container statuses too, so `kubectl get pods` shows READY 1/1 as it would in a cluster.
-    state: JSON = ({"running": {"startedAt": now}} if ready
-                   else {"waiting": {"reason": "ProcessNotAnswering"}})
-    status["containerStatuses"] = [
-        {"name": str(c.get("name") or "main"), "image": str(c.get("image") or ""), "imageID": "",
-         "ready": ready, "started": ready, "restartCount": 0, "state": state}
-        for c in ((pod.get("spec") or {}).get("containers") or []) if isinstance(c, dict)
-    ]
-    if ready:
-        status["phase"] = "Running"
-        status["podIP"] = "127.0.0.1"
-        status.setdefault("startTime", now)
-    return status
+    meta_s, meta_p = service.get("metadata") or {}, pod.get("metadata") or {}
+    return (
+        bool(selector)
+        and meta_s.get("namespace") == meta_p.get("namespace")
+        and all(labels.get(k) == v for k, v in selector.items())
+    )
 
 
 def _version(obj: JSON) -> str:
@@ -200,41 +171,68 @@ def _version(obj: JSON) -> str:
 class LocalRunner:
     """Run with `await runner.run()`; cancel the task to stop (every process is stopped)."""
 
-    def __init__(self, kube: KubeClient, namespaces: Iterable[str], *, log_dir: Path,
-                 python: str = sys.executable, backoff: float = 0.5, max_backoff: float = 15.0,
-                 ready_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        namespaces: Iterable[str],
+        *,
+        state_dir: Path,
+        user: LocalUser | None = None,
+        app_bins: Iterable[Path] = (),
+        python: str = sys.executable,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+    ) -> None:
         self.kube = kube
         namespaces = tuple(namespaces)
-        self.deployments = Informer(kube, DEPLOYMENTS, namespaces, label_selector=MANAGED)
         self.pods = Informer(kube, PODS, namespaces, label_selector=MANAGED)
         self.services = Informer(kube, SERVICES, namespaces, label_selector=MANAGED)
-        self.log_dir = log_dir
+        self.user = user or current_user()
+        self.state_dir = state_dir
+        self.log_dir = state_dir / "logs" / "environments"
+        self.app_bins = tuple(app_bins)
         self.python = python
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.ready_timeout = ready_timeout
-        self.environments: dict[Key, Environment] = {}
+        self.workers: dict[Key, PodWorker] = {}
+        self.addresses = AddressPool(free_block(listening_addresses()))
         self._changed = asyncio.Event()
-        # (kind, namespace, name) -> resourceVersion the last patch was computed from: no
-        # second patch until the watch has shown the first one's result.
-        self._patched: dict[tuple[str, str, str], str] = {}
-        for informer in (self.deployments, self.pods, self.services):
+        # (kind, namespace, name) -> (resourceVersion the last patch was computed from, when):
+        # no second patch until the watch has shown the first one's result, or a moment has
+        # passed (a patch that changed nothing makes no new version to wait for).
+        self._patched: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._events: asyncio.Queue[tuple[JSON, str, str, str]] = asyncio.Queue(maxsize=1000)
+        self._last_event: dict[tuple[Key, str], tuple[str, float]] = {}
+        self._host = socket.gethostname()
+        for informer in (self.pods, self.services):
             informer.add_handler(self._on_event)
 
     def _on_event(self, old: JSON | None, new: JSON | None) -> None:
         self._changed.set()
 
     async def wait_synced(self) -> None:
-        for informer in (self.deployments, self.pods, self.services):
+        for informer in (self.pods, self.services):
             await informer.wait_synced()
 
     async def run(self) -> None:
-        informers = [asyncio.create_task(i.run(), name=f"runner-{i.resource.plural}")
-                     for i in (self.deployments, self.pods, self.services)]
+        roots = await asyncio.to_thread(environment_roots, self.state_dir, self.user)
+        self._claims_root, self._pods_root = roots / "volumes", roots / "pods"
+        for folder in (roots, self._claims_root, self._pods_root):
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o755)  # the environments' user passes through; each Pod's folder is its own
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.chmod(0o700)
+        background = [
+            asyncio.create_task(i.run(), name=f"runner-{i.resource.plural}")
+            for i in (self.pods, self.services)
+        ]
+        background.append(asyncio.create_task(self._send_events(), name="runner-events"))
         async with aiohttp.ClientSession() as http:
             try:
                 await self.wait_synced()
-                log.info("local runner watching", extra={"deployments": len(self.deployments.store)})
+                log.info(
+                    "local runner watching", extra={"pods": len(self.pods.store), "user": self.user.name}
+                )
                 self._changed.set()
                 while True:
                     await self._changed.wait()
@@ -242,73 +240,121 @@ class LocalRunner:
                     if not await self.reconcile(http):
                         asyncio.get_running_loop().call_later(1.0, self._changed.set)
             finally:
-                for task in informers:
+                for task in background:
                     task.cancel()
-                await asyncio.gather(*informers, return_exceptions=True)
-                await asyncio.gather(*(env.stop() for env in self.environments.values()))
-                self.environments.clear()
+                await asyncio.gather(*background, return_exceptions=True)
+                await asyncio.gather(*(w.stop() for w in self.workers.values()))
+                self.workers.clear()
 
     async def reconcile(self, http: aiohttp.ClientSession) -> bool:
-        """Bring processes, annotations and pod status level with the watched state.
+        """Bring processes, pod status and annotations level with the watched state.
         False when a write failed (the caller tries again shortly)."""
-        await self._sync_processes(http)
-        ok = await self._sync_services()
-        ok = await self._sync_pods() and ok
+        await self._sync_workers(http)
+        ok = await self._sync_pod_status()
+        ok = await self._sync_services() and ok
         present = {("Service", *object_key(s)) for s in self.services.items()}
         present |= {("Pod", *object_key(p)) for p in self.pods.items()}
         for marker in [m for m in self._patched if m not in present]:
             del self._patched[marker]
         return ok
 
-    async def _sync_processes(self, http: aiohttp.ClientSession) -> None:
-        wanted: dict[Key, LaunchSpec] = {}
-        for deployment in self.deployments.items():
-            if wanted_replicas(deployment) >= 1:
-                wanted[object_key(deployment)] = plan_launch(deployment, python=self.python)
-        for key, env in list(self.environments.items()):
-            if wanted.get(key) != env.spec:
-                reason = "changed" if key in wanted else "scaled down"
-                log.info("stopping environment", extra={"environment": "/".join(key), "reason": reason})
-                del self.environments[key]
-                await env.stop()
-        for key, spec in wanted.items():
-            if key not in self.environments:
-                env = Environment(key, spec, http=http, log_dir=self.log_dir, on_change=self._changed.set,
-                                  backoff=self.backoff, max_backoff=self.max_backoff,
-                                  ready_timeout=self.ready_timeout)
-                self.environments[key] = env
-                log.info("starting environment", extra={"environment": "/".join(key), "kind": spec.kind})
-                env.start()
+    # -- pods
 
-    def _environment_for_service(self, service: JSON) -> Environment | None:
-        user, template = owner_of(service)
-        if not naming.is_valid_login(user) or not template:
-            return None
-        namespace = str((service.get("metadata") or {}).get("namespace") or "")
-        return self.environments.get((namespace, naming.deployment_name(template, user)))
+    def _wanted_pods(self) -> dict[Key, JSON]:
+        return {
+            object_key(p): p
+            for p in self.pods.items()
+            if not (p.get("metadata") or {}).get("deletionTimestamp")
+        }
 
-    async def _patch(self, kind: str, obj: JSON, call: Callable[[], Awaitable[JSON]]) -> bool:
-        namespace, name = object_key(obj)
-        marker = (kind, namespace, name)
-        if self._patched.get(marker) == _version(obj):
-            return True  # already patched from this version; the watch will show the result
+    async def _sync_workers(self, http: aiohttp.ClientSession) -> None:
+        wanted = self._wanted_pods()
+        for key, worker in list(self.workers.items()):
+            pod = wanted.get(key)
+            if pod is None or (pod.get("metadata") or {}).get("uid") != worker.uid:
+                log.info("stopping pod", extra={"pod": "/".join(key)})
+                del self.workers[key]
+                await worker.stop()
+                self.addresses.give_back(key)
+        for key, pod in wanted.items():
+            if key not in self.workers:
+                self._start(key, pod, http)
+
+    def _start(self, key: Key, pod: JSON, http: aiohttp.ClientSession) -> None:
+        address = self.addresses.take(key)
+        scratch = self._pods_root / key[0] / key[1]
+        base = base_environment(self.user, self.app_bins)
+        base["HOSTNAME"] = key[1]
+        plan: PodPlan | Unrunnable
         try:
-            await call()
-        except NotFound:
-            return True  # gone meanwhile; nothing to do
-        except KubeError as err:
-            log.warning("patch failed, retrying", extra={"kind": kind, "object": f"{namespace}/{name}",
-                                                          "error": str(err)})
-            self._patched.pop(marker, None)
-            return False
-        self._patched[marker] = _version(obj)
-        return True
+            plan = plan_pod(
+                pod,
+                address=address,
+                claims_root=str(self._claims_root),
+                scratch_root=str(scratch),
+                base_env=base,
+                which=functools.partial(shutil.which, path=base["PATH"]),
+            )
+        except Unrunnable as problem:
+            plan = problem
+        names = tuple(
+            (str(c.get("name") or ""), str(c.get("image") or ""))
+            for c in (pod.get("spec") or {}).get("containers") or []
+            if isinstance(c, dict)
+        )
+        worker = PodWorker(
+            key,
+            plan,
+            address=address,
+            user=self.user,
+            log_dir=self.log_dir,
+            scratch=scratch,
+            http=http,
+            on_change=self._changed.set,
+            on_event=self._event_sink(key),
+            backoff=self.backoff,
+            max_backoff=self.max_backoff,
+            container_names=names,
+            uid=str((pod.get("metadata") or {}).get("uid") or ""),
+        )
+        self.workers[key] = worker
+        log.info(
+            "starting pod",
+            extra={"pod": "/".join(key), "address": address, "problem": getattr(plan, "reason", "")},
+        )
+        worker.start()
+
+    async def _sync_pod_status(self) -> bool:
+        ok = True
+        for key, worker in self.workers.items():
+            pod = self.pods.store.get(key)
+            if pod is None:
+                continue
+            old = pod.get("status") or {}
+            new = keep_transition_times(worker.status(), old)
+            if same_status(new, old):
+                continue
+            call = functools.partial(
+                self.kube.merge_patch, PODS, key[0], key[1], {"status": new}, subresource="status"
+            )
+            ok = await self._patch("Pod", pod, call) and ok
+        return ok
+
+    # -- services
+
+    def _upstream_for(self, service: JSON) -> str | None:
+        for key in sorted(self.workers):
+            worker, pod = self.workers[key], self.pods.store.get(key)
+            if pod is not None and worker.ready and _selects(service, pod):
+                port = _service_target(service, pod)
+                if port is not None:
+                    return f"http://{worker.address}:{port}"
+        return None
 
     async def _sync_services(self) -> bool:
         ok = True
         for service in self.services.items():
-            env = self._environment_for_service(service)
-            want = env.url if env is not None else None
+            want = self._upstream_for(service)
             annotations = (service.get("metadata") or {}).get("annotations") or {}
             if annotations.get(naming.ANNOTATION_UPSTREAM) == want:
                 continue
@@ -319,20 +365,88 @@ class LocalRunner:
             ok = await self._patch("Service", service, call) and ok
         return ok
 
-    async def _sync_pods(self) -> bool:
-        ok = True
-        for pod in self.pods.items():
-            meta = pod.get("metadata") or {}
-            if meta.get("deletionTimestamp"):
-                continue
-            namespace = str(meta.get("namespace") or "")
-            env = next((self.environments.get(object_key(d)) for d in self.deployments.items()
-                        if object_key(d)[0] == namespace and _selector_matches(d, pod)), None)
-            want = env is not None and env.ready
-            if _pod_ready(pod) == want:
-                continue
-            name = str(meta.get("name"))
-            call = functools.partial(self.kube.merge_patch, PODS, namespace, name,
-                                     {"status": _pod_status(want, pod)}, subresource="status")
-            ok = await self._patch("Pod", pod, call) and ok
-        return ok
+    async def _patch(self, kind: str, obj: JSON, call: Callable[[], Awaitable[JSON]]) -> bool:
+        namespace, name = object_key(obj)
+        marker = (kind, namespace, name)
+        previous = self._patched.get(marker)
+        if (
+            previous is not None
+            and previous[0] == _version(obj)
+            and time.monotonic() - previous[1] < PATCH_PATIENCE
+        ):
+            asyncio.get_running_loop().call_later(PATCH_PATIENCE, self._changed.set)
+            return True  # already patched from this version; the watch will show the result
+        try:
+            await call()
+        except NotFound:
+            return True  # gone meanwhile; nothing to do
+        except KubeError as err:
+            log.warning(
+                "patch failed, retrying",
+                extra={"kind": kind, "object": f"{namespace}/{name}", "error": str(err)[:300]},
+            )
+            self._patched.pop(marker, None)
+            return False
+        self._patched[marker] = (_version(obj), time.monotonic())
+        return True
+
+    # -- events
+
+    def _event_sink(self, key: Key) -> Callable[[str, str, str], None]:
+        def sink(event_type: str, reason: str, message: str) -> None:
+            now = time.monotonic()
+            last = self._last_event.get((key, reason))
+            if last is not None and last[0] == message and now - last[1] < _EVENT_REPEAT_SECONDS:
+                return  # a crash loop says the same thing once a minute, not every restart
+            self._last_event[(key, reason)] = (message, now)
+            pod = self.pods.store.get(key)
+            if pod is None:
+                return
+            with contextlib.suppress(asyncio.QueueFull):
+                self._events.put_nowait((pod, event_type, reason, message))
+
+        return sink
+
+    async def _send_events(self) -> None:
+        while True:
+            pod, event_type, reason, message = await self._events.get()
+            involved = [{**pod, "apiVersion": "v1", "kind": "Pod"}]
+            if event_type == "Warning" and reason not in ("BackOff", "Unhealthy"):
+                # Why a Pod cannot run here is the student's environment's story too.
+                owner = await self._userland_of(pod)
+                if owner is not None:
+                    involved.append(owner)
+            for obj in involved:
+                body = event_body(obj, event_type, reason, message, component=COMPONENT, host=self._host)
+                try:
+                    await self.kube.create(EVENTS, body["metadata"]["namespace"], body)
+                except KubeError as err:
+                    log.warning("could not record event", extra={"reason": reason, "error": str(err)[:200]})
+
+    async def _userland_of(self, pod: JSON) -> JSON | None:
+        meta = pod.get("metadata") or {}
+        name = (meta.get("labels") or {}).get(naming.LABEL_USERLAND)
+        if not name:
+            return None
+        try:
+            userland = await self.kube.get(USERLANDS, str(meta.get("namespace")), str(name))
+        except KubeError:
+            return None
+        return {**userland, "apiVersion": naming.API_VERSION, "kind": "Userland"}
+
+
+def app_bin_dirs(env: dict[str, str] | None = None, repo: Path | None = None) -> list[Path]:
+    """Folders of the programs installed for local environments (`make local-apps`):
+    `USERLAND_APPS_BIN` (the Makefile sets it), else where the install script puts them."""
+    env = dict(os.environ) if env is None else env
+    folders = [Path(f) for f in (env.get("USERLAND_APPS_BIN") or "").split(":") if f]
+    if not folders and repo is not None and (repo / "scripts/install-local-apps.sh").exists():
+        result = subprocess.run(
+            ["bash", str(repo / "scripts/install-local-apps.sh"), "--print-prefix"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode == 0 and result.stdout.strip():
+            folders = [Path(result.stdout.strip()) / "bin"]
+    return [f for f in folders if f.is_dir()]

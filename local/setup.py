@@ -1,11 +1,13 @@
 """`userland local`: the whole platform on this machine, with no cluster.
 
 Starts, in order: the real control plane (etcd, kube-apiserver, kube-controller-manager with
-the CRDs), a Redis, the example Template and students in namespace `classroom`, the operator
-and the gateway as child processes (unchanged; the gateway in upstream mode `local`), and the
-local runner in this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
-stops everything it started, in reverse order. State lives in `.run/` (kept between runs,
-`--reset` starts afresh); logs in `.run/logs/`.
+the CRDs), a Redis, the example Template and students in namespace `classroom` (a course whose
+instructor is `teacher`), the operator, the web UI and the gateway as child processes
+(unchanged; the gateway in upstream mode `local`, `admin` an admin), and the local runner in
+this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
+stops everything it started, in reverse order. A child that dies meanwhile is started again
+with backoff (local/supervisor.py), and the terminal says so. State lives in `.run/` (kept
+between runs, `--reset` starts afresh); logs in `.run/logs/`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
-from userland.local import examples, landing
+from userland.local import examples
 from userland.local.children import Child, spawn, userland_command
 from userland.local.controlplane import (
     ADMIN_TOKEN,
@@ -38,13 +39,19 @@ from userland.local.controlplane import (
     find_repo,
     free_port,
 )
-from userland.local.runner import LocalRunner
+from userland.local.runner import LocalRunner, app_bin_dirs
+from userland.local.supervisor import Report, Supervisor
+from userland.local.users import UserError, environment_user
+from userland.platform import naming
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.logs import JsonFormatter
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 60.0
+# While starting, a child that stops this many times in a row is an error (a setting it refuses,
+# say); once everything runs, children are restarted for ever (with backoff).
+STARTUP_FAILURES = 4
 
 
 class SetupError(Exception):
@@ -63,6 +70,10 @@ class LocalOptions:
     @property
     def public_url(self) -> str:
         return f"http://localhost:{self.port}"
+
+    def origin(self, template_host: str, student: str | None = None) -> str:
+        """A Template's address (`student` None) or a student's own origin under it."""
+        return f"http://{student + '.' if student else ''}{template_host}:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -86,7 +97,11 @@ def default_state_dir() -> Path:
 
 
 def port_is_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port`. SO_REUSEADDR as the gateway's own socket has it: a
+    port whose last connections are only in TIME_WAIT (the previous `make run`, stopped a moment
+    ago) is free for a listener, and refusing it would make a restart wait a minute for nothing."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -127,6 +142,16 @@ def say(text: str = "") -> None:
     print(text, flush=True)
 
 
+def restart_words(report: Report) -> str:
+    """One terminal line about a child that stopped or came back."""
+    name = "Redis" if report.name == "redis" else f"the {report.name}"
+    if report.what == "exited":
+        lost = " (signed-in sessions were in it: sign in again)" if report.name == "redis" else ""
+        return (f"  {name} stopped (exit status {report.status}); starting it again in "
+                f"{report.retry_in:g} s{lost}; see {report.log_path}")
+    return f"  {name} is running again (restarts: {report.restarts})"
+
+
 class Stopped(Exception):
     """SIGINT or SIGTERM arrived while starting."""
 
@@ -135,24 +160,40 @@ class LocalSetup:
     def __init__(self, options: LocalOptions) -> None:
         self.options = options
         self.plane: ControlPlane | None = None
-        self.children: dict[str, Child] = {}
+        # Redis, the operator, the web UI and the gateway: started again when one dies.
+        self.supervisor = Supervisor()
         self.kube: KubeClient | None = None
         self.runner_task: asyncio.Task[None] | None = None
         self.operator_port = 0
-        self.landing: web.AppRunner | None = None
-        self.landing_port = 0
+        self.web_port = 0
+        # The gateway signs identities with it; the web UI checks them.
+        self.identity_secret = secrets.token_hex(32)
         self.stop = asyncio.Event()
+        try:
+            repo: Path | None = find_repo()
+        except ControlPlaneError:
+            repo = None  # an installed `userland` away from its repository: the demo only
+        self.templates = examples.templates(repo)
+        self.app_bins = app_bin_dirs(dict(options.env), repo)
 
     # -- helpers
 
-    def _check(self) -> None:
+    @property
+    def children(self) -> dict[str, Child]:
+        return {name: entry.child for name, entry in self.supervisor.supervised.items()}
+
+    def _check(self, *, starting: bool = True) -> None:
+        """Stop on Ctrl-C; restart children that died (and say so). While starting, a child
+        that keeps dying is an error with its exit status and log; once running, never."""
         if self.stop.is_set():
             raise Stopped
-        for child in self.children.values():
-            code = child.exited()
-            if code is not None:
-                raise SetupError(f"the {child.name} stopped unexpectedly (exit status {code}); "
-                                 f"see {child.log_path}")
+        for report in self.supervisor.poll():
+            say(restart_words(report))
+        if starting:
+            for entry in self.supervisor.down():
+                if entry.failures >= STARTUP_FAILURES:
+                    raise SetupError(f"the {entry.name} keeps stopping (exit status {entry.last_status}); "
+                                     f"see {entry.child.log_path}")
         if self.runner_task is not None and self.runner_task.done():
             error = self.runner_task.exception() if not self.runner_task.cancelled() else None
             raise SetupError(f"the local runner stopped: {error!r}; see {self.options.log_dir / 'local.log'}")
@@ -191,9 +232,9 @@ class LocalSetup:
         port = free_port()
         data = self.options.state_dir / "redis"
         data.mkdir(parents=True, exist_ok=True)
-        self.children["redis"] = spawn("redis", [
+        self.supervisor.add("redis", lambda: spawn("redis", [
             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(data)], self.options.log_dir)
+            "--appendonly", "no", "--dir", str(data)], self.options.log_dir))
 
         async def answers() -> bool:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -210,19 +251,28 @@ class LocalSetup:
         assert self.kube is not None
         kube = self.kube
         with contextlib.suppress(AlreadyExists):
-            labels = {"app.kubernetes.io/part-of": "userland"}
-            await kube.create(NAMESPACES, None, {"metadata": {"name": examples.NAMESPACE, "labels": labels}})
-        for template in examples.templates():
-            with contextlib.suppress(AlreadyExists):
+            await kube.create(NAMESPACES, None, {"metadata": {"name": examples.NAMESPACE}})
+        # A course for the web UI (an existing namespace from an older state dir gets it too).
+        await kube.merge_patch(NAMESPACES, None, examples.NAMESPACE, examples.course_metadata())
+        for template in self.templates:
+            name = template["metadata"]["name"]
+            try:
                 await kube.create(TEMPLATES, examples.NAMESPACE, template)
-            for student in self.options.students:
+            except AlreadyExists:
+                # A state dir from an earlier run (or version): the Template as shipped now.
+                current = await kube.get(TEMPLATES, examples.NAMESPACE, name)
+                if current.get("spec") != template["spec"]:
+                    await kube.replace(TEMPLATES, examples.NAMESPACE, name,
+                                       {**current, "spec": template["spec"]})
+            students = self.options.students if name == examples.DEMO_TEMPLATE else \
+                self.options.students[:examples.APP_STUDENTS]
+            for student in students:
                 with contextlib.suppress(AlreadyExists):
-                    await kube.create(USERLANDS, examples.NAMESPACE,
-                                      examples.userland(student, template["metadata"]["name"]))
+                    await kube.create(USERLANDS, examples.NAMESPACE, examples.userland(student, name))
 
     def start_operator(self) -> None:
         self.operator_port = free_port()
-        self.children["operator"] = spawn("operator", userland_command(
+        self.supervisor.add("operator", lambda: spawn("operator", userland_command(
             "operator", "--kubeconfig", str(self.options.kubeconfig),
             "--listen", f"127.0.0.1:{self.operator_port}",
             # A fixed identity takes its own Lease back at once after a restart.
@@ -230,32 +280,34 @@ class LocalSetup:
         ), self.options.log_dir, self._child_env(
             USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
-            USERLAND_PUBLIC_URL=self.options.public_url))
+            USERLAND_PUBLIC_URL=self.options.public_url)))
 
-    async def start_landing(self) -> None:
-        assert self.kube is not None
-        self.landing = web.AppRunner(landing.create_app(self.kube, examples.NAMESPACE), access_log=None)
-        await self.landing.setup()
-        self.landing_port = free_port()
-        await web.TCPSite(self.landing, "127.0.0.1", self.landing_port).start()
+    def start_web(self, redis_url: str) -> None:
+        self.web_port = free_port()
+        self.supervisor.add("web", lambda: spawn("web", userland_command(
+            "web", "--kubeconfig", str(self.options.kubeconfig), "--listen", f"127.0.0.1:{self.web_port}",
+        ), self.options.log_dir, self._child_env(
+            USERLAND_REDIS_URL=redis_url, USERLAND_PUBLIC_URL=self.options.public_url,
+            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false")))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
         extra = {
-            # The platform's own host: the landing page stands in for the web UI.
-            "USERLAND_WEB_URL": f"http://127.0.0.1:{self.landing_port}",
+            # The platform's own host is the web UI.
+            "USERLAND_WEB_URL": f"http://127.0.0.1:{self.web_port}",
+            "USERLAND_ADMINS": examples.ADMIN,
             "USERLAND_NAMESPACES": examples.NAMESPACE,
             "USERLAND_REDIS_URL": redis_url,
             "USERLAND_PUBLIC_URL": options.public_url,
-            "USERLAND_IDENTITY_SECRET": secrets.token_hex(32),
+            "USERLAND_IDENTITY_SECRET": self.identity_secret,
             "USERLAND_UPSTREAM_MODE": "local",
             "USERLAND_COOKIE_SECURE": "false",
             "USERLAND_DEV_LOGIN": "false" if options.github else "true",
         }
-        self.children["gateway"] = spawn("gateway", userland_command(
+        self.supervisor.add("gateway", lambda: spawn("gateway", userland_command(
             "gateway", "--kubeconfig", str(options.kubeconfig), "--listen", f"127.0.0.1:{options.port}",
             "--grace", "2",
-        ), options.log_dir, self._child_env(**extra))
+        ), options.log_dir, self._child_env(**extra)))
 
     async def wait_ready(self) -> bool:
         """The gateway and operator answer, and the students' Userlands are Ready (or a warning)."""
@@ -266,7 +318,8 @@ class LocalSetup:
                         return response.status == 200
                 return check
 
-            for name, port in (("operator", self.operator_port), ("gateway", self.options.port)):
+            for name, port in (("operator", self.operator_port), ("web", self.web_port),
+                               ("gateway", self.options.port)):
                 if not await self._until(name, healthy(f"http://127.0.0.1:{port}/healthz"), READY_TIMEOUT):
                     raise SetupError(f"the {name} did not become healthy; see {self.children[name].log_path}")
 
@@ -274,10 +327,13 @@ class LocalSetup:
             assert self.kube is not None
             items = (await self.kube.list(USERLANDS, examples.NAMESPACE))["items"]
             wanted = set(self.options.students)
+            # The demo needs nothing installed: the others may still be starting, or wait for
+            # `make local-apps` (the banner says which).
             ready = {
-                u["spec"]["user"] for u in items
-                if any(c.get("type") == "Ready" and c.get("status") == "True"
-                       for c in (u.get("status") or {}).get("conditions") or [])
+                naming.login_of(u["spec"]["user"]) for u in items
+                if u["spec"]["template"] == examples.DEMO_TEMPLATE
+                and any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (u.get("status") or {}).get("conditions") or [])
             }
             return wanted <= ready
 
@@ -293,11 +349,27 @@ class LocalSetup:
         say()
         say("Userland is running on this machine.")
         say()
-        say(f"  Open        {o.public_url}{examples.DEMO_PREFIX}   (overview: {o.public_url}/)")
+        first = o.students[0] if o.students else "alice"
+        say(f"  Open        {o.origin(examples.DEMO_HOST)}/   (sends each student to their own address,")
+        say(f"              such as {o.origin(examples.DEMO_HOST, first)}/; overview: {o.public_url}/)")
         say(f"              sign in with the {login}")
         say(f"              students with an environment: {students}")
-        if shutil.which("code-server"):
-            say(f"  VS Code     {o.public_url}{examples.VSCODE_PREFIX}")
+        say(f"  Web UI      {o.public_url}/   sign in as {examples.INSTRUCTOR} (instructor of the course "
+            f"{examples.NAMESPACE}) or {examples.ADMIN} (admin); students see their environments")
+        label = "Apps"
+        for template in self.templates:
+            name = template["metadata"]["name"]
+            if name == examples.DEMO_TEMPLATE:
+                continue
+            title = str(template["spec"].get("displayName") or name)
+            program = next((c.get("command") or [""])[0] for c in template["spec"]["podSpec"]["containers"])
+            installed = shutil.which(program, path=":".join(str(b) for b in self.app_bins)) is not None
+            note = "" if installed else "   (not installed here: run `make local-apps`)"
+            say(f"  {label:<11} {o.origin(examples.local_host(name))}/  {title}{note}")
+            label = ""
+        if len(self.templates) > 1:
+            students = ", ".join(o.students[:examples.APP_STUDENTS]) or "nobody yet"
+            say(f"              (each: sign in as {students}, or add students in the Web UI)")
         say(f"  kubectl     export KUBECONFIG={kubeconfig}; "
             f"kubectl get userlands,deployments,services -n {examples.NAMESPACE}")
         say(f"  Add one     {examples.add_student_command()}")
@@ -316,9 +388,9 @@ class LocalSetup:
         say("Ready. Press Ctrl-C to stop everything.")
 
     async def serve(self) -> None:
-        """Until SIGINT/SIGTERM; a child or the runner ending early is an error."""
+        """Until SIGINT/SIGTERM; a child that dies is started again, the runner ending is an error."""
         while not self.stop.is_set():
-            self._check()
+            self._check(starting=False)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), 0.5)
 
@@ -332,30 +404,35 @@ class LocalSetup:
         await self.apply_examples()
         say("Starting the operator, the gateway and the local runner ...")
         self.start_operator()
-        await self.start_landing()
+        self.start_web(redis_url)
         self.start_gateway(redis_url)
-        runner = LocalRunner(self.kube, [examples.NAMESPACE], log_dir=o.log_dir / "environments")
+        try:
+            user = environment_user()
+        except UserError as err:
+            raise SetupError(str(err)) from None
+        runner = LocalRunner(self.kube, [examples.NAMESPACE], state_dir=o.state_dir, user=user,
+                             app_bins=self.app_bins)
         self.runner_task = asyncio.create_task(runner.run(), name="local-runner")
         self.banner(await self.wait_ready())
 
     async def shutdown(self) -> None:
         say("Stopping ...")
-        for name in ("gateway", "operator"):
+        for name in ("gateway", "web", "operator"):
             if name in self.children:
                 self.children[name].signal(signal.SIGTERM)
         if self.runner_task is not None:
             self.runner_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.runner_task
-        for name in ("gateway", "operator", "redis"):
-            child = self.children.pop(name, None)
+        # No restarts from here on: poll() is no longer called, and the entries go.
+        children = self.children
+        self.supervisor.supervised.clear()
+        for name in ("gateway", "web", "operator", "redis"):
+            child = children.pop(name, None)
             if child is not None:
                 await asyncio.to_thread(child.stop)
-        for child in self.children.values():
+        for child in children.values():
             await asyncio.to_thread(child.stop)
-        self.children.clear()
-        if self.landing is not None:
-            await self.landing.cleanup()
         if self.kube is not None:
             await self.kube.close()
         if self.plane is not None:

@@ -91,7 +91,8 @@ def _stamp(obj: JSON) -> JSON:
     return obj
 
 
-def desired_deployment(userland: Userland, template: Template) -> JSON:
+def desired_deployment(userland: Userland, template: Template, *, asleep: bool = False) -> JSON:
+    """`asleep`: scaled to zero by the sleep verdict (operator/sleep.py); storage is kept."""
     user, tpl = userland.spec.user, template.name
     labels = child_labels(userland)
     pod_spec = substitute_user(template.spec.pod_spec, user)
@@ -102,6 +103,12 @@ def desired_deployment(userland: Userland, template: Template) -> JSON:
     strategy: JSON = (
         {"type": "Recreate", "rollingUpdate": None} if storage is not None else {"type": "RollingUpdate"}
     )
+    pod_metadata: JSON = {"labels": labels}
+    if userland.restarted_at is not None:
+        # A new value changes the pod template, so the Deployment rolls its pods (the same
+        # mechanism as `kubectl rollout restart`); without one the template carries no
+        # annotation, so Deployments made before restarts existed keep their hash.
+        pod_metadata["annotations"] = {naming.ANNOTATION_RESTARTED_AT: userland.restarted_at}
     return _stamp(
         {
             "apiVersion": "apps/v1",
@@ -113,10 +120,10 @@ def desired_deployment(userland: Userland, template: Template) -> JSON:
                 "ownerReferences": [owner_reference("Userland", userland.name, userland.ref.uid)],
             },
             "spec": {
-                "replicas": 0 if userland.spec.suspended else 1,
+                "replicas": 0 if userland.spec.suspended or asleep else 1,
                 "selector": {"matchLabels": selector_labels(userland)},
                 "strategy": strategy,
-                "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+                "template": {"metadata": pod_metadata, "spec": pod_spec},
             },
         }
     )
@@ -176,9 +183,9 @@ def desired_pvc(userland: Userland, template: Template) -> JSON | None:
     )
 
 
-def desired_children(userland: Userland, template: Template) -> Children:
+def desired_children(userland: Userland, template: Template, *, asleep: bool = False) -> Children:
     return Children(
-        deployment=desired_deployment(userland, template),
+        deployment=desired_deployment(userland, template, asleep=asleep),
         service=desired_service(userland, template),
         pvc=desired_pvc(userland, template),
     )

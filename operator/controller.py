@@ -11,13 +11,19 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
-from userland.operator import builders
+from userland.operator import builders, sleep
 from userland.operator.events import EventRecorder
 from userland.operator.metrics import OperatorMetrics
-from userland.operator.status import Problem, status_changed, template_status, userland_status
+from userland.operator.progress import newest_pod, pod_progress, trim_pod
+from userland.operator.refusals import podspec_refusal
+from userland.operator.route_conflicts import RouteConflicts
+from userland.operator.sleep import Verdict
+from userland.operator.status import Problem, display_name, status_changed, template_status, userland_status
+from userland.operator.wake_rate import WakeRate
 from userland.operator.workqueue import WorkQueue
 from userland.platform import naming
 from userland.platform.informer import Informer, drop_managed_fields
@@ -25,11 +31,13 @@ from userland.platform.kube import (
     DEPLOYMENTS,
     JSON,
     NETWORK_POLICIES,
+    PODS,
     PVCS,
     SERVICES,
     TEMPLATES,
     USERLANDS,
     AlreadyExists,
+    Conflict,
     Invalid,
     KubeClient,
     KubeError,
@@ -40,6 +48,7 @@ from userland.platform.kube import (
 )
 from userland.platform.logs import ObjectLogger
 from userland.platform.models import InvalidSpec, Template, Userland, UserlandSpec
+from userland.platform.routes import platform_host_of
 from userland.platform.settings import Settings
 
 log = logging.getLogger("userland.operator")
@@ -125,6 +134,10 @@ class Controller:
         self.services = Informer(client, SERVICES, namespaces, label_selector=managed, compact=True)
         self.pvcs = Informer(client, PVCS, namespaces, label_selector=managed, compact=True)
         self.network_policies = Informer(client, NETWORK_POLICIES, namespaces, label_selector=managed)
+        # Students' Pods, trimmed to what status.progress needs (the waking page shows it).
+        self.pods = Informer(client, PODS, namespaces, label_selector=managed, transform=trim_pod)
+        # Index: (namespace, template, user) -> that pair's Pods by name (usually one).
+        self.pods_by_pair: dict[tuple[str, str, str], dict[str, JSON]] = defaultdict(dict)
         self.informers = [
             self.templates,
             self.userlands,
@@ -132,8 +145,12 @@ class Controller:
             self.services,
             self.pvcs,
             self.network_policies,
+            self.pods,
         ]
         self.queue: WorkQueue[Key] = WorkQueue()
+        self.wake_rate = WakeRate(settings.wake_rate, settings.wake_burst)
+        # When each environment was last scaled up from sleep (its turn in the wake line came).
+        self._woken_at: dict[tuple[str, str], datetime] = {}
         self.events = EventRecorder(client, busy=lambda: self.queue.depth > 0)
         # Index: (namespace, template) -> Userland names, so a Template change reaches them all.
         self.by_template: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -142,11 +159,14 @@ class Controller:
         self._indexed: dict[tuple[str, str], UserlandSpec] = {}
         # Dry-run verdicts per Template (uid, generation): None when the podSpec is accepted.
         self._template_verdicts: dict[tuple[str, int], Problem | None] = {}
+        # Colliding routes, decided as the gateway decides (platform/routes.py).
+        self.route_conflicts = RouteConflicts(platform_host_of(settings.public_url))
         self.templates.add_handler(self._on_template)
         self.userlands.add_handler(self._on_userland)
         for informer in (self.deployments, self.services):
             informer.add_handler(self._on_owned_child)
         self.pvcs.add_handler(self._on_pvc)
+        self.pods.add_handler(self._on_pod)
         self.network_policies.add_handler(self._on_network_policy)
 
     # ----- event handlers: they only enqueue keys -----
@@ -189,9 +209,12 @@ class Controller:
         if old is not None and new is not None and _without_status(old) == _without_status(new):
             return
         ns, name = _meta(obj).get("namespace", ""), _meta(obj).get("name", "")
-        self.queue.add((TEMPLATE, ns, name))
-        for userland in self.by_template.get((ns, name), ()):
-            self.queue.add((USERLAND, ns, userland))
+        # A route taken or freed changes other Templates' verdicts too (in any namespace).
+        changed = self.route_conflicts.recompute(self.templates.items())
+        for template_key in {(ns, name)} | changed:
+            self.queue.add((TEMPLATE, *template_key))
+            for userland in self.by_template.get(template_key, ()):
+                self.queue.add((USERLAND, template_key[0], userland))
 
     def _on_owned_child(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
@@ -201,6 +224,7 @@ class Controller:
             self.queue.add((USERLAND, _meta(obj).get("namespace", ""), str(owner.get("name"))))
 
     def _on_pvc(self, old: JSON | None, new: JSON | None) -> None:
+        """A child found by its labels (a PVC, a Pod): reconcile the Userlands of its pair."""
         obj = new or old
         assert obj is not None
         meta = _meta(obj)
@@ -212,6 +236,21 @@ class Controller:
         )
         for name in self.by_pair.get(pair, ()):
             self.queue.add((USERLAND, pair[0], name))
+
+    def _on_pod(self, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        assert obj is not None
+        meta = _meta(obj)
+        labels = meta.get("labels") or {}
+        pair = (meta.get("namespace", ""), labels.get(naming.LABEL_TEMPLATE, ""),
+                labels.get(naming.LABEL_USER, ""))
+        if new is None:
+            self.pods_by_pair[pair].pop(meta.get("name", ""), None)
+            if not self.pods_by_pair[pair]:
+                del self.pods_by_pair[pair]
+        else:
+            self.pods_by_pair[pair][meta.get("name", "")] = new
+        self._on_pvc(old, new)  # the same labels lead to the same Userlands
 
     def _on_network_policy(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
@@ -288,6 +327,7 @@ class Controller:
     async def reconcile_userland(self, ns: str, name: str) -> None:
         obj = self.userlands.get(ns, name)
         if obj is None:
+            self.wake_rate.done((ns, name))  # never leave a gone one in the line to wake
             return  # deleted: the garbage collector removes the children
         logger = ObjectLogger(log, ns, name)
         try:
@@ -296,6 +336,7 @@ class Controller:
             await self._write_invalid_status(obj, str(err))
             return
         if userland.deleting:
+            self.wake_rate.done((ns, name))
             await self._finalize(obj, userland, logger)
             return
         template_obj = self.templates.get(ns, userland.spec.template)
@@ -315,13 +356,54 @@ class Controller:
                 problem = Problem("InvalidTemplate", f"Template {userland.spec.template!r}: {err}")
         if problem is None and template is not None:
             problem = self._template_verdicts.get((template.ref.uid, template.ref.generation))
+        verdict: Verdict | None = None
+        waking = False
+        if problem is not None:
+            self.wake_rate.done((ns, name))
         if problem is None and template is not None:
+            verdict, waking = self._sleep_or_wake(userland, template)
             obj = await self._ensure_finalizer(obj, userland, template)
-            problem = await self._apply_children(userland, template, logger)
+            problem = await self._apply_children(userland, template, logger, asleep=verdict.asleep or waking)
+        if problem is None and template is not None:
+            # Its environment runs, but the gateway does not route its Template: say so.
+            problem = self.route_conflicts.userland_problem(
+                ns, template.name, display_name(template, template.name))
         deployment = self.deployments.get(
             ns, naming.deployment_name(userland.spec.template, userland.spec.user)
         )
-        await self._write_userland_status(obj, userland, template, deployment, problem)
+        await self._write_userland_status(obj, userland, template, deployment, problem,
+                                          verdict=verdict, waking=waking)
+
+    def _sleep_or_wake(self, userland: Userland, template: Template) -> tuple[Verdict, bool]:
+        """The sleep verdict, and whether it waits for its turn to wake (operator/wake_rate.py).
+        Schedules the next look at the time the verdict changes by itself.
+
+        A wake, once asked, is carried out: an environment in the wake line stays in it even
+        if its idleTimeout passes while it waits (a class of 300 at 5 a second waits up to a
+        minute), and gets a whole idleTimeout from the moment it is scaled up."""
+        ns, name = userland.ref.namespace, userland.name
+        key = (ns, name)
+        now = datetime.now(UTC)
+        verdict = sleep.verdict(userland, template, now, woke=self._woken_at.get(key))
+        if verdict.recheck_at is not None:
+            # A little after the moment, so the clock has certainly passed it.
+            self.queue.add_after((USERLAND, ns, name), (verdict.recheck_at - now).total_seconds() + 0.5)
+        deployment = self.deployments.get(
+            ns, naming.deployment_name(userland.spec.template, userland.spec.user))
+        scaled_down = deployment is not None and (deployment.get("spec") or {}).get("replicas") == 0
+        in_line = self.wake_rate.is_waiting(key)
+        if userland.spec.suspended or not scaled_down or (verdict.asleep and not in_line):
+            self.wake_rate.done(key)
+            return verdict, False
+        delay = self.wake_rate.wait(key)
+        if delay > 0:
+            self.queue.add_after((USERLAND, ns, name), delay)
+            return replace(verdict, asleep=False), True
+        self._woken_at[key] = now
+        if len(self._woken_at) > 4 * max(1, len(self._indexed)):  # forget the removed ones
+            self._woken_at = {k: v for k, v in self._woken_at.items() if k in self._indexed}
+        # Awake from now on; the cause stays what woke it (for the Waking Event).
+        return replace(sleep.verdict(userland, template, now, woke=now), cause=verdict.cause), False
 
     def _duplicate_problem(self, userland: Userland) -> Problem | None:
         ns, spec = userland.ref.namespace, userland.spec
@@ -344,9 +426,9 @@ class Controller:
         return None
 
     async def _apply_children(
-        self, userland: Userland, template: Template, logger: ObjectLogger
+        self, userland: Userland, template: Template, logger: ObjectLogger, *, asleep: bool = False
     ) -> Problem | None:
-        children = builders.desired_children(userland, template)
+        children = builders.desired_children(userland, template, asleep=asleep)
         jobs = [
             self._apply(DEPLOYMENTS, self.deployments, children.deployment, userland, logger),
             self._apply(SERVICES, self.services, children.service, userland, logger),
@@ -367,7 +449,8 @@ class Controller:
             if isinstance(result, NameConflict):
                 return Problem("NameConflict", str(result))
             if isinstance(result, Invalid):
-                return Problem("InvalidPodSpec", f"the API server refused it: {result.message}")
+                return Problem("InvalidPodSpec", podspec_refusal(
+                    result.message, template.spec.pod_spec, field=result.field, value=result.value))
             if isinstance(result, BaseException):
                 raise result
         return None
@@ -421,7 +504,14 @@ class Controller:
         elif have_hash == want_hash and builders.contains(actual, desired):
             return None
         elif resource is DEPLOYMENTS:
-            updated = await self.client.replace(resource, ns, name, _replacement(actual, desired))
+            try:
+                updated = await self.client.replace(resource, ns, name, _replacement(actual, desired))
+            except Conflict:
+                # Our copy is behind (the deployment controller wrote its status meanwhile, and
+                # the watch has not brought it yet): read it and replace that, once.
+                actual = await self.client.get(resource, ns, name)
+                informer.put(actual)
+                updated = await self.client.replace(resource, ns, name, _replacement(actual, desired))
         else:
             updated = await self.client.merge_patch(resource, ns, name, _merge_patch(desired))
         informer.put(updated)
@@ -486,9 +576,15 @@ class Controller:
         template: Template | None,
         deployment: JSON | None,
         problem: Problem | None,
+        *,
+        verdict: Verdict | None = None,
+        waking: bool = False,
     ) -> None:
+        pair = (userland.ref.namespace, userland.spec.template, userland.spec.user)
+        pods = list(self.pods_by_pair.get(pair, {}).values())
         status = userland_status(
-            userland, template, deployment, problem, public_url=self.settings.public_url, now=_now()
+            userland, template, deployment, problem, public_url=self.settings.public_url, now=_now(),
+            sleep=verdict, waking=waking, progress=pod_progress(newest_pod(pods)),
         )
         old = obj.get("status") or {}
         if not status_changed(old, status):
@@ -496,6 +592,14 @@ class Controller:
         await self._patch_status(USERLANDS, self.userlands, obj, status)
         old_ready: JSON = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
         new_ready = status["conditions"][0]
+        if status["phase"] == "Idle" and old.get("phase") != "Idle":
+            self.events.record(obj, "Normal", "Sleeping", new_ready["message"])
+            return
+        if old.get("phase") == "Idle" and status["phase"] != "Idle" and verdict is not None:
+            name = display_name(template, userland.spec.template)
+            self.events.record(obj, "Normal", "Waking",
+                               f"{name} is waking up: {sleep.CAUSE_WORDS[verdict.cause]}")
+            return
         first_start = not old_ready and new_ready["reason"] == "Starting"  # "Created" said it
         if not first_start and (old_ready.get("status"), old_ready.get("reason")) != (
             new_ready["status"],
@@ -555,6 +659,8 @@ class Controller:
         else:
             problem = await self._template_verdict(template)
             await self._apply_network_policy(template)
+            if problem is None:
+                problem = self.route_conflicts.template_problem(ns, name)
         count = len(self.by_template.get((ns, name), ()))
         status = template_status(obj, count, problem, now=_now())
         old = obj.get("status") or {}
@@ -591,7 +697,8 @@ class Controller:
                 dry_run=True,
             )
         except Invalid as err:
-            verdict = Problem("InvalidPodSpec", f"the API server refused it: {err.message}")
+            verdict = Problem("InvalidPodSpec", podspec_refusal(
+                err.message, template.spec.pod_spec, field=err.field, value=err.value))
         except AlreadyExists:
             verdict = None  # a Deployment of that name exists; the spec itself was not refused
         except PermanentError as err:

@@ -15,10 +15,10 @@ import logging
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+from userland.platform.events import event_body
 from userland.platform.kube import EVENTS, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -26,37 +26,6 @@ COMPONENT = "userland-operator"
 SENDERS = 2
 MAX_QUEUED = 10_000
 MAX_DEFER = 30.0  # seconds an Event may wait for a busy operator to calm down
-
-
-def event_body(
-    involved: dict[str, Any], event_type: str, reason: str, message: str, *, now: str, host: str
-) -> dict[str, Any]:
-    meta = involved.get("metadata") or {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}",
-            "namespace": meta.get("namespace"),
-        },
-        "involvedObject": {
-            "apiVersion": involved.get("apiVersion"),
-            "kind": involved.get("kind"),
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "type": event_type,
-        "reason": reason,
-        "message": message[:1024],
-        "source": {"component": COMPONENT, "host": host},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": host,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
 
 
 class EventRecorder:
@@ -79,7 +48,7 @@ class EventRecorder:
             self._queue.task_done()
             self.dropped += 1
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        body = event_body(involved, event_type, reason, message, now=now, host=self.host)
+        body = event_body(involved, event_type, reason, message, component=COMPONENT, now=now, host=self.host)
         self._queue.put_nowait((time.monotonic(), body))
 
     async def _send_forever(self) -> None:

@@ -1,9 +1,22 @@
 """Signed identity: how the gateway tells an upstream (and the web UI) who the user is.
 
-The gateway sets `X-User: <login>` and `X-User-Signature: t=<unix time>,v1=<hex HMAC-SHA256>`
-over `<login>\n<time>` with the shared `USERLAND_IDENTITY_SECRET`. The web UI trusts `X-User`
-only when the signature verifies and is fresh, so a spoofed header fails even where
-NetworkPolicies are not enforced.
+The contract (also in docs/identity.md), for every request the gateway forwards for a
+signed-in user:
+
+    X-User:           <login>                       (lowercase GitHub login)
+    X-User-Role:      admin | instructor | student  (audience `web` only)
+    X-User-Teams:     org/team,org/team             (audience `web` only; may be empty)
+    X-User-Signature: t=<unix seconds>,aud=<audience>,v2=<hex HMAC-SHA256>
+
+The HMAC (key `USERLAND_IDENTITY_SECRET`) covers a version tag, the audience, the timestamp,
+the login, the role and the sorted teams, one per line. The audience is `web` for the web UI
+and `env` for students' environments, so a signature an environment receives can never be
+replayed to the web UI; the timestamp makes a signature short-lived (`DEFAULT_MAX_AGE`).
+The web UI believes `X-User*` only through `verify_identity`; anything missing, malformed,
+stale, for another audience or with a bad MAC is refused.
+
+Clients can never set any of these: the gateway strips every header that looks like an
+identity (`is_identity_header`) before it adds its own.
 """
 
 from __future__ import annotations
@@ -11,42 +24,120 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
 
 USER_HEADER = "X-User"
+ROLE_HEADER = "X-User-Role"
+TEAMS_HEADER = "X-User-Teams"
 SIGNATURE_HEADER = "X-User-Signature"
-# Headers a client may try to smuggle an identity in; the gateway strips them all.
-IDENTITY_HEADERS = ("x-user", "x-forwarded-user", "x-forwarded-email", "x-user-signature",
-                    "x-forwarded-preferred-username", "x-auth-request-user",
-                    "x-auth-request-email", "remote-user")
-DEFAULT_MAX_AGE = 300
+
+Audience = Literal["web", "env"]
+AUDIENCE_WEB: Audience = "web"
+AUDIENCE_ENV: Audience = "env"
+ROLES = ("admin", "instructor", "student")
+
+# The gateway signs each request as it forwards it, so a valid signature is seconds old; the
+# margin allows for clock skew between gateway and web UI pods.
+DEFAULT_MAX_AGE = 30
+_VERSION = "userland-identity-v2"
+
+# Exact names and prefixes of headers a client may try to smuggle an identity in (lowercase,
+# `_` as `-`). The gateway strips them all, whatever it sets afterwards.
+IDENTITY_HEADERS = frozenset({
+    "x-user", "x-forwarded-user", "x-forwarded-email", "x-forwarded-preferred-username",
+    "x-forwarded-groups", "remote-user", "x-remote-user", "x-remote-group", "x-email",
+})
+IDENTITY_PREFIXES = ("x-user-", "x-auth-", "x-webauth-", "x-remote-", "x-forwarded-user-")
 
 
-def _mac(login: str, timestamp: int, secret: str) -> str:
-    message = f"{login}\n{timestamp}".encode()
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+@dataclass(frozen=True)
+class Identity:
+    """Who the gateway says is asking, for which audience."""
+
+    login: str
+    role: str = "student"
+    teams: tuple[str, ...] = ()
+    audience: str = AUDIENCE_WEB
 
 
-def sign_identity(login: str, secret: str, now: float | None = None) -> str:
+def _mac(ident: Identity, timestamp: int, secret: str) -> str:
+    message = "\n".join((_VERSION, ident.audience, str(timestamp), ident.login, ident.role,
+                         ",".join(sorted(ident.teams))))
+    return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def sign(ident: Identity, secret: str, now: float | None = None) -> str:
+    """The `X-User-Signature` value for `ident` at `now`."""
     timestamp = int(time.time() if now is None else now)
-    return f"t={timestamp},v1={_mac(login, timestamp, secret)}"
+    return f"t={timestamp},aud={ident.audience},v2={_mac(ident, timestamp, secret)}"
 
 
-def verify_identity(login: str, signature: str, secret: str, *,
-                    max_age: int = DEFAULT_MAX_AGE, now: float | None = None) -> bool:
-    """True when `signature` was made for `login` with `secret` within `max_age` seconds."""
-    if not login or not signature or not secret:
-        return False
-    fields = dict(part.split("=", 1) for part in signature.split(",") if "=" in part)
+def identity_headers(ident: Identity, secret: str, now: float | None = None) -> list[tuple[str, str]]:
+    """The headers the gateway adds for `ident` (role and teams only for the web UI)."""
+    headers = [(USER_HEADER, ident.login)]
+    if ident.audience == AUDIENCE_WEB:
+        headers.append((ROLE_HEADER, ident.role))
+        headers.append((TEAMS_HEADER, ",".join(sorted(ident.teams))))
+    headers.append((SIGNATURE_HEADER, sign(ident, secret, now)))
+    return headers
+
+
+def for_audience(login: str, audience: Audience, role: str = "student",
+                 teams: Iterable[str] = ()) -> Identity:
+    """The identity to sign for `audience`: environments get the login only."""
+    if audience == AUDIENCE_ENV:
+        return Identity(login=login, role="", teams=(), audience=AUDIENCE_ENV)
+    return Identity(login=login, role=role, teams=tuple(sorted(set(teams))), audience=audience)
+
+
+class IdentityRejected(Exception):
+    """Why a signed identity was refused; str() is a short reason for logs (never secret)."""
+
+
+def _parse_signature(value: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for part in value.split(","):
+        key, sep, field_value = part.strip().partition("=")
+        if not sep or key in fields:
+            raise IdentityRejected("malformed signature")
+        fields[key] = field_value
+    return fields
+
+
+def verify_identity(headers: Mapping[str, str], secret: str, *, audience: Audience,
+                    max_age: int = DEFAULT_MAX_AGE, now: float | None = None) -> Identity:
+    """The identity in `headers` (a case-insensitive mapping), or raise IdentityRejected."""
+    if not secret:
+        raise IdentityRejected("no identity secret configured")
+    login = headers.get(USER_HEADER, "")
+    signature = headers.get(SIGNATURE_HEADER, "")
+    if not login or not signature:
+        raise IdentityRejected("no signed identity")
+    fields = _parse_signature(signature)
+    if fields.get("aud") != audience:
+        raise IdentityRejected("signature for another audience")
     try:
         timestamp = int(fields.get("t", ""))
     except ValueError:
-        return False
+        raise IdentityRejected("malformed signature") from None
     current = time.time() if now is None else now
     if abs(current - timestamp) > max_age:
-        return False
-    return hmac.compare_digest(fields.get("v1", ""), _mac(login, timestamp, secret))
+        raise IdentityRejected("stale signature")
+    role = headers.get(ROLE_HEADER, "") if audience == AUDIENCE_WEB else ""
+    teams_text = headers.get(TEAMS_HEADER, "") if audience == AUDIENCE_WEB else ""
+    teams = tuple(sorted(t for t in teams_text.split(",") if t))
+    ident = Identity(login=login, role=role, teams=teams, audience=audience)
+    if not hmac.compare_digest(fields.get("v2", ""), _mac(ident, timestamp, secret)):
+        raise IdentityRejected("bad signature")
+    if audience == AUDIENCE_WEB and role not in ROLES:
+        raise IdentityRejected("unknown role")
+    return ident
 
 
 def is_identity_header(name: str) -> bool:
     """Case-insensitive, with `_` the same as `-` (nginx and others translate one to the other)."""
-    return name.lower().replace("_", "-") in IDENTITY_HEADERS
+    key = name.strip().lower().replace("_", "-")
+    return key in IDENTITY_HEADERS or key.startswith(IDENTITY_PREFIXES)
+

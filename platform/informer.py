@@ -86,7 +86,7 @@ class Informer:
 
     def put(self, obj: JSON) -> None:
         """Record an object this process just wrote (read-your-writes, before its event)."""
-        obj = self.transform(obj)
+        obj = self._typed(obj)
         self.store[object_key(obj)] = self._encode(obj)
 
     async def wait_synced(self) -> None:
@@ -108,8 +108,16 @@ class Informer:
             except Exception:  # a handler bug must not stop the watch
                 log.exception("informer handler failed", extra={"kind": self.resource.kind})
 
+    def _typed(self, raw: JSON) -> JSON:
+        """The object with its `apiVersion` and `kind`: a list's items come without them (a
+        watch event's object has them), and a copy made from a list must compare equal to the
+        same object read any other way (the operator compares children with what it wants)."""
+        raw.setdefault("apiVersion", self.resource.api_version)
+        raw.setdefault("kind", self.resource.kind)
+        return self.transform(raw)
+
     def _apply(self, event_type: str, raw: JSON) -> None:
-        obj = self.transform(raw)
+        obj = self._typed(raw)
         key = object_key(obj)
         previous = self.store.get(key)
         old = None if previous is None else self._decode(previous)
@@ -121,7 +129,7 @@ class Informer:
         self._emit(old, obj)
 
     def _replace(self, namespace: str | None, items: list[JSON]) -> None:
-        fresh = {object_key(o): o for o in map(self.transform, items)}
+        fresh = {object_key(o): o for o in map(self._typed, items)}
         stale = [k for k in self.store if (namespace is None or k[0] == namespace) and k not in fresh]
         for key in stale:
             self._emit(self._decode(self.store.pop(key)), None)

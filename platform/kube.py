@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from userland.platform import naming
+from userland.platform.api_errors import explain_decode_error, readable
 from userland.platform.kubeconfig import ClusterAccess, cluster_access
 
 JSON = dict[str, Any]
@@ -97,7 +98,16 @@ class Gone(TemporaryError):
 
 
 class Invalid(PermanentError):
-    """400/422: the API server refused the object; `message` is its own explanation."""
+    """400/422: the API server refused the object; `message` is its own explanation (a 400's
+    decoder trace made readable, platform/api_errors.py). For such a 400, `field` is the path
+    in the object that was sent (`[]` where the server does not say which item) and `value`
+    the offending value as JSON, when known."""
+
+    def __init__(self, status: int, reason: str, message: str, *, field: str | None = None,
+                 value: str | None = None) -> None:
+        super().__init__(status, reason, message)
+        self.field = field
+        self.value = value
 
 
 def _error_for(status: int, body: bytes) -> KubeError:
@@ -115,7 +125,11 @@ def _error_for(status: int, body: bytes) -> KubeError:
     if status == 410:
         return Gone(status, reason or "Expired", message)
     if status in (400, 422):  # 400: a body the server cannot even decode
-        return Invalid(status, reason or "Invalid", message)
+        decoded = explain_decode_error(message) if status == 400 else None
+        if decoded is not None:
+            return Invalid(status, reason or "BadRequest", decoded.message, field=decoded.field,
+                           value=decoded.value)
+        return Invalid(status, reason or "Invalid", readable(message) if status == 400 else message)
     if status == 429 or status >= 500:
         return TemporaryError(status, reason, message)
     return PermanentError(status, reason, message)
@@ -198,13 +212,26 @@ class KubeClient:
         label_selector: str | None = None,
         limit: int = 500,
     ) -> JSON:
-        """All items (following `continue` pages) with the list's resourceVersion."""
+        """All items (following `continue` pages) with the list's resourceVersion.
+
+        A continue token names the etcd revision of the first page; once etcd has compacted
+        past it (every 5 minutes by default) the next page is refused with 410 Expired. Then,
+        like client-go's pager, the whole list is asked for again in one unpaginated request:
+        the pages already read are dropped, so the result is one consistent snapshot.
+        """
         items: list[JSON] = []
         query: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             query["labelSelector"] = label_selector
         while True:
-            page = await self.request("GET", resource.path(namespace), query=query, timeout=120)
+            try:
+                page = await self.request("GET", resource.path(namespace), query=query, timeout=120)
+            except Gone:
+                if "continue" not in query:
+                    raise
+                full = {"labelSelector": label_selector} if label_selector else None
+                page = await self.request("GET", resource.path(namespace), query=full, timeout=300)
+                return {"items": page.get("items") or [], "metadata": page.get("metadata") or {}}
             items.extend(page.get("items") or [])
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:

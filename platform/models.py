@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from userland.platform import naming
 
@@ -22,6 +24,9 @@ ReclaimPolicy = Literal["Retain", "Delete"]
 # A Kubernetes quantity such as 2Gi or 500M (the API server checks it again on the PVC).
 _QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 _DURATION_RE = re.compile(r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$")
+_RFC3339_RE = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
+)
 
 
 class InvalidSpec(ValueError):
@@ -43,6 +48,18 @@ def _string(obj: dict[str, Any], key: str, where: str, default: str | None = Non
             raise InvalidSpec(f"{where}.{key} is required")
         raise InvalidSpec(f"{where}.{key} must be a string")
     return value
+
+
+def is_rfc3339(text: str) -> bool:
+    """A timestamp such as 2026-11-23T09:00:00Z (what Kubernetes and the web UI write)."""
+    if not _RFC3339_RE.fullmatch(text):
+        return False
+    try:  # the pattern lets 2026-13-45 through; the calendar does not
+        datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return False
+    offset = text[-6:]
+    return text.endswith("Z") or (int(offset[1:3]) < 24 and int(offset[4:6]) < 60)
 
 
 def parse_duration(text: str) -> int:
@@ -123,6 +140,110 @@ class Storage:
         return cls(size=size, mount_path=mount_path, storage_class_name=storage_class, reclaim_policy=policy)
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_CLOCK_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An RFC 3339 timestamp as an aware datetime; None for anything else (an annotation a
+    person mistyped is ignored, never fatal to an environment)."""
+    if not isinstance(text, str) or not is_rfc3339(text):
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What does not count as the student using their environment (docs/sleep.md).
+
+    `background_paths`: path patterns (`*` matches anything, `/` included) of GET/HEAD requests
+    an open tab sends by itself (polling); other methods always count.
+    `quiet_frame_bytes`: WebSocket data frames from the browser of at most this many bytes do
+    not count (keep-alives and acknowledgements, such as VS Code's 13-byte headers).
+    """
+
+    background_paths: tuple[str, ...] = ()
+    quiet_frame_bytes: int = 0
+
+    @classmethod
+    def parse(cls, value: Any) -> Activity:
+        if value is None:
+            return cls()
+        obj = _mapping(value, "spec.activity")
+        paths = obj.get("backgroundPaths", [])
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):
+            raise InvalidSpec("spec.activity.backgroundPaths must be a list of paths starting with /")
+        quiet = obj.get("quietFrameBytes", 0)
+        if not isinstance(quiet, int) or isinstance(quiet, bool) or not 0 <= quiet <= 65536:
+            raise InvalidSpec("spec.activity.quietFrameBytes must be a number of bytes from 0 to 65536")
+        return cls(background_paths=tuple(paths), quiet_frame_bytes=quiet)
+
+
+@dataclass(frozen=True)
+class Lecture:
+    days: tuple[int, ...]  # 0 is Monday
+    start_minute: int  # minutes after midnight, in the schedule's time zone
+    end_minute: int
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> Lecture:
+        obj = _mapping(value, where)
+        days = obj.get("days")
+        if not isinstance(days, list) or not days or not all(d in _DAYS for d in days):
+            raise InvalidSpec(f"{where}.days must list days such as [Mon, Wed] ({', '.join(_DAYS)})")
+        minutes = []
+        for key in ("start", "end"):
+            match = _CLOCK_RE.match(str(obj.get(key) or ""))
+            if match is None:
+                raise InvalidSpec(f"{where}.{key} must be a time of day such as 09:15 (24-hour clock)")
+            minutes.append(int(match.group(1)) * 60 + int(match.group(2)))
+        if minutes[1] <= minutes[0]:
+            raise InvalidSpec(f"{where}: end must be after start")
+        return cls(days=tuple(sorted({_DAYS.index(d) for d in days})), start_minute=minutes[0],
+                   end_minute=minutes[1])
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Lectures: environments are woken `wake_before_seconds` ahead of each and kept awake
+    until it ends; then the idle timeout applies again."""
+
+    time_zone: str
+    lectures: tuple[Lecture, ...]
+    wake_before_seconds: int = 600
+
+    @classmethod
+    def parse(cls, value: Any) -> Schedule | None:
+        if value is None:
+            return None
+        obj = _mapping(value, "spec.schedule")
+        zone = obj.get("timeZone", "UTC")
+        if not isinstance(zone, str) or not _known_time_zone(zone):
+            raise InvalidSpec(
+                f"spec.schedule.timeZone {zone!r} is not a time zone such as Europe/Berlin or UTC")
+        lectures = obj.get("lectures")
+        if not isinstance(lectures, list) or not lectures:
+            raise InvalidSpec("spec.schedule.lectures must list at least one lecture")
+        before = obj.get("wakeBefore", "10m")
+        if not isinstance(before, str):
+            raise InvalidSpec("spec.schedule.wakeBefore must be a duration such as 10m")
+        parsed = tuple(Lecture.parse(lec, f"spec.schedule.lectures[{i}]") for i, lec in enumerate(lectures))
+        return cls(time_zone=zone, lectures=parsed,
+                   wake_before_seconds=parse_duration(before))
+
+
+def _known_time_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class TemplateSpec:
     routing: Routing
@@ -133,6 +254,8 @@ class TemplateSpec:
     storage: Storage | None = None
     idle_timeout_seconds: int | None = None
     self_service: bool = False
+    activity: Activity = Activity()
+    schedule: Schedule | None = None
 
     @classmethod
     def parse(cls, value: Any) -> TemplateSpec:
@@ -163,6 +286,8 @@ class TemplateSpec:
             storage=Storage.parse(obj.get("storage")),
             idle_timeout_seconds=parse_duration(idle) if idle else None,
             self_service=self_service,
+            activity=Activity.parse(obj.get("activity")),
+            schedule=Schedule.parse(obj.get("schedule")),
         )
 
 
@@ -170,6 +295,8 @@ class TemplateSpec:
 class Template:
     ref: ObjectRef
     spec: TemplateSpec
+    # `userland.dev/wake-all`: "start all" asked at this time (None: never).
+    wake_all: datetime | None = None
 
     @property
     def name(self) -> str:
@@ -182,7 +309,8 @@ class Template:
             raise InvalidSpec(
                 f"Template name {ref.name!r} must be a DNS label: at most 63 lowercase letters, digits or '-'"
             )
-        return cls(ref=ref, spec=TemplateSpec.parse(obj.get("spec")))
+        wake_all = parse_time((obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_WAKE_ALL))
+        return cls(ref=ref, spec=TemplateSpec.parse(obj.get("spec")), wake_all=wake_all)
 
 
 @dataclass(frozen=True)
@@ -235,6 +363,12 @@ class Userland:
     status: dict[str, Any] = field(default_factory=dict)
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
+    # `userland.dev/restartedAt`: the last restart asked for (None: never, or not a timestamp,
+    # which is ignored rather than failing the student's environment).
+    restarted_at: str | None = None
+    # `userland.dev/last-activity`: when its student last used it, as far as the gateway knows.
+    last_activity: datetime | None = None
+    created: datetime | None = None
 
     @property
     def name(self) -> str:
@@ -243,10 +377,15 @@ class Userland:
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> Userland:
         metadata = _mapping(obj.get("metadata"), "metadata")
+        annotations = metadata.get("annotations") or {}
+        restarted_at = annotations.get(naming.ANNOTATION_RESTARTED_AT)
         return cls(
             ref=ObjectRef.from_metadata(metadata),
             spec=UserlandSpec.parse(obj.get("spec")),
             status=_mapping(obj.get("status"), "status"),
             deleting=bool(metadata.get("deletionTimestamp")),
             finalizers=tuple(metadata.get("finalizers") or ()),
+            restarted_at=restarted_at if isinstance(restarted_at, str) and is_rfc3339(restarted_at) else None,
+            last_activity=parse_time(annotations.get(naming.ANNOTATION_LAST_ACTIVITY)),
+            created=parse_time(metadata.get("creationTimestamp")),
         )

@@ -34,7 +34,16 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "userland-operator"
 ANNOTATION_SPEC_HASH = "userland.dev/spec-hash"
 ANNOTATION_UPSTREAM = "userland.dev/upstream"
+# Set on a Userland (by the web UI) to restart its environment; the operator copies it into the
+# Deployment's pod template, as `kubectl rollout restart` does with kubectl.kubernetes.io/restartedAt.
+ANNOTATION_RESTARTED_AT = "userland.dev/restartedAt"
 FINALIZER_PVC = "userland.dev/delete-storage"
+# Sleep and wake (docs/sleep.md). On a Userland: when its student last used it (RFC 3339), written
+# by the gateway at most once every few minutes, and at once when a request wakes it; the web
+# UI's "start" writes it too. On a Template: "start all" (`kubectl annotate templates --all
+# userland.dev/wake-all=$(date -u +%FT%TZ)`): every environment of it counts as used at that time.
+ANNOTATION_LAST_ACTIVITY = "userland.dev/last-activity"
+ANNOTATION_WAKE_ALL = "userland.dev/wake-all"
 
 _SUFFIX_SERVICE = "-svc"
 _SUFFIX_DATA = "-data"
@@ -62,6 +71,13 @@ def normalize_login(login: str) -> str:
             "not starting or ending with a hyphen"
         )
     return login.lower()
+
+
+def login_of(user: object) -> str:
+    """The login a Userland's `spec.user` names, as every component compares it: lowercased
+    (`Alice` written with kubectl is alice; GitHub logins are case-insensitive). "" when it is
+    not a string; validity is the CRD's and `normalize_login`'s business."""
+    return user.lower() if isinstance(user, str) else ""
 
 
 def is_valid_dns_label(name: str) -> bool:

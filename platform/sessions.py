@@ -26,6 +26,9 @@ from redis.backoff import ExponentialBackoff
 Role = Literal["admin", "instructor", "student"]
 ROLES: tuple[str, ...] = get_args(Role)
 SESSION_KEY_PREFIX = "userland:session:"
+# Where `RedisSessionStore.clear` announces a cleared session (the SHA-256 hex of its cookie id,
+# never the id), so every gateway process drops it from its short-lived cache at once.
+INVALIDATION_CHANNEL = "userland:session-invalidations"
 # token_urlsafe(32) gives 43 characters; anything far from that is not one of ours.
 _COOKIE_ID_MAX = 128
 
@@ -39,6 +42,8 @@ class Session:
     created: float
     name: str = ""
     avatar_url: str = ""
+    # GitHub teams as lowercase `org/slug`, kept when team rules need them (signed to the web UI).
+    teams: tuple[str, ...] = ()
 
 
 class SessionStoreUnavailable(Exception):
@@ -98,6 +103,7 @@ def decode_session(raw: str | bytes) -> Session | None:
             login=str(data["login"]), github_id=int(data["github_id"]),
             role=cast(Role, data["role"]), csrf=str(data["csrf"]), created=float(data["created"]),
             name=str(data.get("name") or ""), avatar_url=str(data.get("avatar_url") or ""),
+            teams=tuple(str(team) for team in data.get("teams") or ()),
         )
     except (ValueError, TypeError, KeyError):
         return None
@@ -133,8 +139,12 @@ class RedisSessionStore:
     async def clear(self, cookie_id: str) -> None:
         if not _plausible(cookie_id):
             return
+        digest = hashlib.sha256(cookie_id.encode()).hexdigest()
         try:
-            await self._redis.delete(session_key(cookie_id))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.delete(SESSION_KEY_PREFIX + digest)
+                pipe.publish(INVALIDATION_CHANNEL, digest)
+                await pipe.execute()
         except redis.exceptions.RedisError as exc:
             raise SessionStoreUnavailable(type(exc).__name__) from exc
 

@@ -7,6 +7,7 @@ the command line prints that line and exits with status 2.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -43,6 +44,73 @@ def _int(name: str, text: str, minimum: int = 0) -> int:
     return value
 
 
+def _seconds(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError(f"{name}={text!r} is not a number of seconds") from None
+    if not 0.1 <= value <= 3600:
+        raise SettingsError(f"{name}={value} must be between 0.1 and 3600 seconds")
+    return value
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a listen address or client address is loopback only (`localhost` counts)."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def client_address(peer: str, forwarded_for: Iterable[str], trusted: Iterable[str]) -> str:
+    """The client's address: the TCP peer, unless the peer is a trusted proxy (`trusted`, CIDRs):
+    then the rightmost address in `X-Forwarded-For` that is not itself a trusted proxy (what
+    the proxy nearest to us saw; anything left of it the client may have written itself)."""
+    networks = [ipaddress.ip_network(t, strict=False) for t in trusted]
+
+    def is_trusted(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
+        return addr is not None and any(addr in net for net in networks)
+
+    if not networks or not is_trusted(_address(peer)):
+        return peer
+    hops = [h.strip() for value in forwarded_for for h in value.split(",") if h.strip()]
+    for hop in reversed(hops):
+        addr = _address(hop)
+        if addr is None:
+            return peer  # a malformed entry: stop trusting the list there
+        if not is_trusted(addr):
+            return str(addr)
+    return peer
+
+
+def dev_login_refusal(settings: Settings, listen_host: str) -> str | None:
+    """Why the development login must not run with these settings (one line), or None.
+
+    It signs anyone in as any name, admins included: only a machine's own local setup may
+    have it, never anything reachable from elsewhere or configured for production."""
+    if not settings.dev_login:
+        return None
+    if settings.github_client_id or settings.github_client_secret:
+        return "USERLAND_DEV_LOGIN=true cannot be used with GitHub credentials (USERLAND_GITHUB_CLIENT_*)"
+    if not is_loopback_host(listen_host):
+        return f"USERLAND_DEV_LOGIN=true needs a loopback --listen address, not {listen_host!r}"
+    if urlsplit(settings.public_url).scheme == "https":
+        return "USERLAND_DEV_LOGIN=true cannot be used with an https USERLAND_PUBLIC_URL"
+    if settings.cookie_secure:
+        return "USERLAND_DEV_LOGIN=true needs USERLAND_COOKIE_SECURE=false (a local HTTP setup)"
+    return None
+
+
 def _url(name: str, text: str) -> str:
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -62,11 +130,15 @@ class Settings:
     allowed_orgs: tuple[str, ...] = ()
     admins: tuple[str, ...] = ()
     instructors: tuple[str, ...] = ()
-    cookie_domain: str | None = None
     cookie_secure: bool = True
+    # Template routes by path prefix serve environments on the platform's own origin (shared by
+    # every student): only when an admin opts in (USERLAND_ALLOW_PATH_ROUTES=true).
+    allow_path_routes: bool = False
     identity_secret: str = field(default="", repr=False)
     cluster_domain: str = "cluster.local"
-    upstream_mode: Literal["dns", "local"] = "dns"
+    # How the gateway reaches a student's Service: its ClusterIP from the watch (no DNS lookup
+    # per connection, works without cluster DNS), its DNS name, or the local runner's address.
+    upstream_mode: Literal["clusterip", "dns", "local"] = "clusterip"
     public_url: str = ""
     # The web UI's Service: the gateway forwards the public host's non-/auth/ paths there.
     web_url: str = "http://userland-web.userland-system.svc:8080"
@@ -79,6 +151,38 @@ class Settings:
     gateway_namespace: str = ""
     session_ttl_seconds: int = 8 * 3600
     dev_login: bool = False
+    # Courses may name staff as `org/team`: ask GitHub for read:org and keep each user's teams.
+    course_teams: bool = False
+    # Gateway limits against resource exhaustion (proxy/connections.py; SECURITY.md).
+    # Bytes of one request head (request line + headers); more is a 431.
+    max_header_bytes: int = 64 * 1024
+    # Seconds a request head may take from its first byte to its end; then a 408.
+    header_timeout_seconds: float = 15.0
+    # Seconds an idle keep-alive connection (or a new one that sends nothing) is kept.
+    keepalive_timeout_seconds: float = 30.0
+    # Open connections per client address and gateway process (0: no limit). Behind a load
+    # balancer that does not keep client addresses every client shares its address: keep it generous.
+    max_connections_per_client: int = 1000
+    # Open WebSockets per signed-in user and gateway process (0: no limit).
+    max_websockets_per_user: int = 64
+    # Open live-dashboard streams (server-sent events) per signed-in user and web UI process
+    # (0: no limit). Each holds a connection through the gateway and a subscription.
+    max_streams_per_user: int = 16
+    # OAuth logins (and development-login forms) started per client address per minute.
+    login_rate_per_minute: int = 120
+    # Reverse proxies (CIDRs) whose X-Forwarded-For names the client, for the per-client login
+    # limit. Behind an Ingress every request comes from the Ingress controller's address, so
+    # without this every user would share one limit (and anyone could use it up).
+    trusted_proxies: tuple[str, ...] = ()
+    # Sleep and wake (docs/sleep.md). Operator: environments woken from sleep (or resumed) per
+    # second, and how many at once, so "start all" for a class does not arrive as one burst.
+    wake_rate: float = 5.0
+    wake_burst: int = 20
+    # Gateway: how often a student's activity is written to Redis (at most), and to the API
+    # server (the Userland's userland.dev/last-activity, once across all replicas). Each is
+    # also at most a quarter of the Template's idleTimeout, so a short timeout is still honoured.
+    activity_redis_seconds: float = 60.0
+    activity_api_seconds: float = 300.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, required: Iterable[str] = ()) -> Settings:
@@ -111,32 +215,62 @@ class Settings:
             # GitHub logins, orgs and teams are case-insensitive: compare them lowercased.
             if key.lower() in values:
                 values[key.lower()] = tuple(v.lower() for v in values[key.lower()])  # type: ignore[attr-defined]
+        if (text := get("TRUSTED_PROXIES")) is not None:
+            proxies = _split(text)
+            for cidr in proxies:
+                try:
+                    ipaddress.ip_network(cidr, strict=False)
+                except ValueError:
+                    raise SettingsError(f"USERLAND_TRUSTED_PROXIES has {cidr!r}, which is not an address "
+                                        "or network (such as 10.0.0.0/8)") from None
+            values["trusted_proxies"] = proxies
         for ns in values.get("namespaces", ()):  # type: ignore[attr-defined]
             if not naming.is_valid_dns_label(ns):
                 raise SettingsError(f"USERLAND_NAMESPACES has {ns!r}, which is not a namespace name")
-        if (text := get("COOKIE_DOMAIN")) is not None:
-            domain = text.strip().lstrip(".").lower()
-            if "." not in domain:
-                # Browsers drop a cookie whose Domain is a single label such as `localhost`:
-                # every login would silently loop back to GitHub.
-                raise SettingsError(
-                    f"USERLAND_COOKIE_DOMAIN={text.strip()!r} is a single label, which browsers "
-                    "refuse for cookies: use a domain such as example.edu, or leave it empty"
-                )
-            values["cookie_domain"] = domain
+        if get("COOKIE_DOMAIN") is not None:
+            # Gone on purpose: a cookie shared between origins is what per-student origins remove.
+            raise SettingsError(
+                "USERLAND_COOKIE_DOMAIN is no longer used: every origin gets its own host-only "
+                "cookie (see deploy/README.md); remove it from the configuration")
         if (text := get("COOKIE_SECURE")) is not None:
             values["cookie_secure"] = _bool("USERLAND_COOKIE_SECURE", text)
+        if (text := get("ALLOW_PATH_ROUTES")) is not None:
+            values["allow_path_routes"] = _bool("USERLAND_ALLOW_PATH_ROUTES", text)
         if (text := get("DEV_LOGIN")) is not None:
             values["dev_login"] = _bool("USERLAND_DEV_LOGIN", text)
+        if (text := get("COURSE_TEAMS")) is not None:
+            values["course_teams"] = _bool("USERLAND_COURSE_TEAMS", text)
         if (text := get("CLUSTER_DOMAIN")) is not None:
             values["cluster_domain"] = text.strip().strip(".")
         if (text := get("UPSTREAM_MODE")) is not None:
             mode = text.strip().lower()
-            if mode not in ("dns", "local"):
-                raise SettingsError(f"USERLAND_UPSTREAM_MODE={text!r} must be dns or local")
+            if mode not in ("clusterip", "dns", "local"):
+                raise SettingsError(f"USERLAND_UPSTREAM_MODE={text!r} must be clusterip, dns or local")
             values["upstream_mode"] = mode
         if (text := get("SESSION_TTL_SECONDS")) is not None:
             values["session_ttl_seconds"] = _int("USERLAND_SESSION_TTL_SECONDS", text, minimum=60)
+        for key, minimum in (("MAX_HEADER_BYTES", 1024), ("MAX_CONNECTIONS_PER_CLIENT", 0),
+                             ("MAX_WEBSOCKETS_PER_USER", 0), ("LOGIN_RATE_PER_MINUTE", 1),
+                             ("MAX_STREAMS_PER_USER", 0)):
+            if (text := get(key)) is not None:
+                values[key.lower()] = _int(f"USERLAND_{key}", text, minimum=minimum)
+        if (text := get("WAKE_RATE")) is not None:
+            try:
+                rate = float(text)
+            except ValueError:
+                raise SettingsError(
+                    f"USERLAND_WAKE_RATE={text!r} is not a number (environments per second)") from None
+            if not 0.1 <= rate <= 1000:
+                raise SettingsError(f"USERLAND_WAKE_RATE={rate} must be between 0.1 and 1000 per second")
+            values["wake_rate"] = rate
+        if (text := get("WAKE_BURST")) is not None:
+            values["wake_burst"] = _int("USERLAND_WAKE_BURST", text, minimum=1)
+        for key in ("ACTIVITY_REDIS_SECONDS", "ACTIVITY_API_SECONDS"):
+            if (text := get(key)) is not None:
+                values[key.lower()] = _seconds(f"USERLAND_{key}", text)
+        for key in ("HEADER_TIMEOUT_SECONDS", "KEEPALIVE_TIMEOUT_SECONDS"):
+            if (text := get(key)) is not None:
+                values[key.lower()] = _seconds(f"USERLAND_{key}", text)
         if (text := get("GATEWAY_POD_LABELS")) is not None:
             pairs = []
             for item in _split(text):

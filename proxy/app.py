@@ -1,12 +1,20 @@
 """`create_app(settings)`: the gateway as an aiohttp application.
 
-Dispatch (a middleware, so it sees every request before the router's choice counts):
-1. the platform's own host (host of USERLAND_PUBLIC_URL), `/auth/...`: the auth routes;
-2. a Template route (host or path prefix): the student's environment;
-3. the platform's own host, anything else: the web UI (USERLAND_WEB_URL), with identity;
-4. any other host (pod IP, Service name): `/healthz`, `/metrics`, `/auth/verify` and the
-   other auth routes (for forward-auth), else 404. So /metrics is never reachable through a
-   Template host or the public host.
+Dispatch (a middleware, so it sees every request before the router's choice counts). First,
+on every host: a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
+Origin is not the request's own origin is refused with a 403 (auth/origins.py says exactly
+when). Then, by Host:
+1. the platform's own host (host of USERLAND_PUBLIC_URL): `/auth/...` the auth routes; with
+   USERLAND_ALLOW_PATH_ROUTES a path-prefix Template route; anything else the web UI
+   (USERLAND_WEB_URL), with identity. It never serves an environment otherwise;
+2. a Template host (`ide.example.edu`): a redirect (through the platform's handoff) to the
+   student's own origin;
+3. a student's origin (`alice.ide.example.edu`): `/__userland/...` the gateway's own endpoints
+   (proxy/origins.py), anything else alice's environment, for alice only;
+4. an internal host (an IP address, a name without dots, `*.svc[.<cluster domain>]`: the pod
+   address, probes, Prometheus, ingress forward-auth): `/healthz`, `/metrics`, `/auth/verify`;
+5. anything else: 404. So /metrics and the auth routes answer on no public or unknown host.
+Everything the gateway answers itself carries the pages' security headers (proxy/pages.py).
 
 Resources (Kubernetes client, watches, Redis client, the pooled upstream client) are opened
 and closed in `cleanup_ctx`; the app does not start serving before its watches have synced.
@@ -15,6 +23,8 @@ Run the app with `RUNNER_KWARGS` (no request-body decompression, the scrubbed ac
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,22 +33,39 @@ from typing import Any
 import redis.asyncio
 from aiohttp import web
 
-from userland.auth.routes import SESSION_COOKIE, current_session, setup_auth
+from userland.auth.origin_sessions import OriginSessions
+from userland.auth.origins import (
+    OWN_PATH_PREFIX,
+    cookie_names,
+    cross_site_refusal,
+    request_origin,
+    split_student_host,
+)
+from userland.auth.routes import current_session, setup_auth
 from userland.platform.kube import KubeClient
-from userland.platform.sessions import RedisSessionStore, SessionStore
+from userland.platform.routes import platform_host_of
+from userland.platform.sessions import RedisSessionStore, SessionStore, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
-from userland.proxy.gateway import Gateway, SessionLookup
+from userland.proxy.activity import ActivityTracker
+from userland.proxy.gateway import FORWARDED, Gateway, SessionLookup
 from userland.proxy.metrics import GatewayMetrics
+from userland.proxy.origins import OriginEndpoints
+from userland.proxy.pages import OWN_RESPONSE_HEADERS
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import request_host, route_for
+from userland.proxy.routing import host_route_for, is_internal_host, prefix_route_for, request_host
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
 from userland.proxy.upstream import make_client_session
+from userland.proxy.websocket import is_websocket_upgrade
 
 log = logging.getLogger(__name__)
 
 GATEWAY = web.AppKey("gateway", Gateway)
 SESSION_CACHE = web.AppKey("session_cache", SessionCache)
+ORIGIN_SESSION_CACHE = web.AppKey("origin_session_cache", SessionCache)
+ORIGIN_ENDPOINTS = web.AppKey("origin_endpoints", OriginEndpoints)
+# What an internal host (pod address, Service name) answers: probes, metrics, forward-auth.
+INTERNAL_PATHS = frozenset({"/healthz", "/metrics", "/auth/verify"})
 
 # For AppRunner / TestServer.start_server: bodies pass through byte for byte (a gzip upload
 # stays gzip), a client that goes away cancels its upstream request, and the access log is
@@ -60,6 +87,12 @@ def _store_lookup(store: SessionStore, cookie: str) -> SessionLookup:
     return lookup
 
 
+def _origin_lookup(sessions: OriginSessions, cookie: str) -> SessionLookup:
+    async def lookup(request: web.Request) -> Any:
+        return await sessions.load(request.cookies.get(cookie))
+    return lookup
+
+
 def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig: str | None = None,
                redis_client: redis.asyncio.Redis | None = None,
                session_lookup: SessionLookup | None = None, mount_auth: bool = True,
@@ -72,25 +105,44 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     owns_redis = redis_client is None
     redis_conn = redis_client or redis.asyncio.from_url(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2, health_check_interval=30)
-    store = RedisSessionStore(redis_conn, settings.session_ttl_seconds)
-    lookup: SessionLookup = session_lookup or _store_lookup(store, SESSION_COOKIE)
-    holder: dict[str, Any] = {}
 
-    def allowed_hosts() -> set[str]:
+    async def redis_lifetime(_: web.Application) -> AsyncIterator[None]:
+        # First in, last out: the session caches' invalidation listeners (below) stop before
+        # the client they listen on is closed (else they would reconnect through shutdown).
+        yield
+        if owns_redis:
+            await redis_conn.aclose()
+
+    app.cleanup_ctx.append(redis_lifetime)
+    store = RedisSessionStore(redis_conn, settings.session_ttl_seconds)
+    names = cookie_names(settings.cookie_secure)
+    lookup: SessionLookup = session_lookup or _store_lookup(store, names.session)
+    origin_sessions = OriginSessions(redis_conn, settings.session_ttl_seconds)
+    origin_lookup: SessionLookup = session_lookup or _origin_lookup(origin_sessions, names.origin)
+    holder: dict[str, Any] = {}
+    if settings.allow_path_routes:
+        log.warning("path-prefix Template routes are allowed (USERLAND_ALLOW_PATH_ROUTES): their "
+                    "environments share the platform's origin, so one student's pages can reach "
+                    "another's data in a shared browser; use host routes where you can")
+
+    def template_hosts() -> set[str]:
         gateway = holder.get("gateway")
-        hosts = {request_host(settings.public_url.split("://", 1)[-1])}
-        if gateway is not None:
-            hosts |= set(gateway.routes.routes.hosts)
-        return hosts
+        return set() if gateway is None else set(gateway.routes.routes.hosts)
 
     if mount_auth:
-        setup_auth(app, settings, redis=redis_conn, store=store, allowed_hosts=allowed_hosts)
+        setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts)
         if session_lookup is None:
             lookup = current_session
     if session_cache_ttl > 0:
-        cache = SessionCache(lookup, SESSION_COOKIE, ttl=session_cache_ttl)
+        cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
         app[SESSION_CACHE] = cache
+        app.cleanup_ctx.append(cache.running)  # its invalidation channel (session_cache.py)
         lookup = cache
+        origin_cache = SessionCache(origin_lookup, names.origin, ttl=session_cache_ttl,
+                                    redis_client=redis_conn)
+        app[ORIGIN_SESSION_CACHE] = origin_cache
+        app.cleanup_ctx.append(origin_cache.running)
+        origin_lookup = origin_cache
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_page)
@@ -98,25 +150,35 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         client = kube or await KubeClient.connect(kubeconfig)
-        routes = RoutingCache(client, settings.namespaces)
+        routes = RoutingCache(client, settings.namespaces,
+                              platform_host=platform_host_of(settings.public_url))
         gateway = Gateway(settings, routes=routes, kube=client, session_lookup=lookup,
-                          session_cookie=SESSION_COOKIE, metrics=metrics or GatewayMetrics())
+                          origin_lookup=origin_lookup, metrics=metrics or GatewayMetrics(),
+                          activity=ActivityTracker(settings, client, redis_conn))
         gateway.open(make_client_session())
         app[GATEWAY] = gateway
+        for key in (SESSION_CACHE, ORIGIN_SESSION_CACHE):
+            if key in app:  # both hear every published digest; ending twice finds nothing
+                app[key].on_invalidate.append(gateway.live.end)
+        app[ORIGIN_ENDPOINTS] = OriginEndpoints(settings, origin_sessions, gateway.pages, names.origin)
         holder["gateway"] = gateway
         await routes.start()
+        flusher = asyncio.create_task(gateway.activity.run())
         try:
             await routes.wait_synced()
             log.info("gateway routing data synced", extra={"templates": len(routes.templates.store)})
             yield
         finally:
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+            # What students did since the last flush is not lost with this replica.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(gateway.activity.flush(everything=True), 5)
             await routes.stop()
             await gateway.pool.close()
             await gateway.client.close()
             if kube is None:
                 await client.close()
-            if owns_redis:
-                await redis_conn.aclose()
 
     app.cleanup_ctx.append(resources)
     return app
@@ -131,9 +193,12 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
     try:
         response = await _dispatch(gateway, request, handler)
         status = response.status
+        if not request.get(FORWARDED) and not response.prepared:
+            response.headers.update(OWN_RESPONSE_HEADERS)
         return response
     except web.HTTPException as exc:
         status = exc.status
+        exc.headers.update(OWN_RESPONSE_HEADERS)
         raise
     finally:
         gateway.request_finished()
@@ -142,25 +207,56 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) -> web.StreamResponse:
+    here = request_origin(gateway.proto, request.host)
+    refusal = cross_site_refusal(request.method, request.headers, here,
+                                 websocket=is_websocket_upgrade(request))
+    if refusal is not None:
+        log.info("cross-site request refused", extra={"reason": refusal, "path": request.path,
+                                                      "origin": request.headers.get("Origin", "")[:200]})
+        return gateway.pages.error(403, "Request refused",
+                                   "This request came from another site and was refused.")
     host = request_host(request.host)
     path = request.path
-    on_public_host = host == gateway.public_host
-    if on_public_host and path.startswith("/auth/"):
-        if path.startswith("/auth/logout") and SESSION_CACHE in request.app:
-            # Signed out through this process: refused from now on (again after the handler,
-            # in case a concurrent request cached it while Redis was being cleared).
-            cache = request.app[SESSION_CACHE]
-            cache.forget(request)
-            try:
-                return await handler(request)
-            finally:
-                cache.forget(request)
-        return await handler(request)
-    route = route_for(host, path, gateway.routes.routes)
-    if route is not None:
-        return await gateway.handle_template(request, route)
-    if on_public_host:
+    table = gateway.routes.routes
+    if host == gateway.public_host:
+        if path.startswith("/auth/"):
+            return await _auth(request, handler)
+        if gateway.settings.allow_path_routes:
+            route = prefix_route_for(path, table)
+            if route is not None:
+                return await gateway.handle_template(request, route)
         return await gateway.handle_platform(request)
+    if host in table.hosts:
+        return gateway.bare_template_host(request)
+    student = split_student_host(host, table.hosts)
+    if student is not None:
+        owner, template_host = student
+        if path.startswith(OWN_PATH_PREFIX):
+            try:
+                return await request.app[ORIGIN_ENDPOINTS].handle(request, here or "")
+            except SessionStoreUnavailable:
+                return gateway.pages.unavailable()
+        route = host_route_for(template_host, path, table)
+        if route is None:
+            return gateway.pages.not_found()
+        return await gateway.handle_template(request, route, owner=owner)
+    if path in INTERNAL_PATHS and is_internal_host(host, gateway.settings.cluster_domain):
+        return await handler(request)
+    return gateway.pages.not_found()
+
+
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path.startswith("/auth/logout") and SESSION_CACHE in request.app:
+        # Signed out through this process: refused from now on (again after the handler,
+        # in case a concurrent request cached it while Redis was being cleared).
+        cache = request.app[SESSION_CACHE]
+        cache.forget(request)
+        try:
+            return await handler(request)
+        finally:
+            cache.forget(request)
+            # Its origin sessions are cached under cookies this request does not carry.
+            request.app[ORIGIN_SESSION_CACHE].forget_all()
     return await handler(request)
 
 

@@ -7,33 +7,50 @@ watches, so any number of gateway replicas can serve side by side.
 For a Template route: session (one Redis round trip) -> the user's Userland in memory ->
 its Service in memory -> forward. The user comes only from the session, never from the
 request, so one student's session can only ever reach that student's own environment.
+
+On a student's origin (`alice.ide.example.edu`) the session is that origin's own (auth/
+origin_sessions.py), and it is served only to its owner: the origin names the owner, the session
+names the user, and they must match. Without a session there, a navigation goes to the
+platform's `/auth/handoff`, which signs the origin in (or shows someone else a 403 page with a
+link to their own). The bare Template host (`ide.example.edu`) serves nothing: it sends the
+student on through the same handoff to their own origin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from userland.platform import naming
+from userland.auth.origins import PLATFORM_COOKIES, port_suffix, request_origin, student_origin
+from userland.platform import identity, naming
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.sessions import SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.proxy.accesslog import LOGIN_KEY
+from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
 from userland.proxy.headers import upstream_request_header_list
+from userland.proxy.live import LiveConnections
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
-from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import TemplateRoute, request_host, upstream_url
+from userland.proxy.routes_cache import RoutingCache, UserlandState
+from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
-from userland.proxy.websocket import WebSocketPair, forward_websocket, is_websocket_upgrade
+from userland.proxy.websocket import (
+    WebSocketPair,
+    WebSocketQuota,
+    forward_websocket,
+    is_websocket_upgrade,
+    refuse_websocket,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +58,15 @@ log = logging.getLogger(__name__)
 class SessionLike(Protocol):
     @property
     def login(self) -> str: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def teams(self) -> tuple[str, ...]: ...
+
+    @property
+    def csrf(self) -> str: ...
 
 
 SessionLookup = Callable[[web.Request], Awaitable[SessionLike | None]]
@@ -50,28 +76,42 @@ def wants_html(request: web.Request) -> bool:
     return request.method in ("GET", "HEAD") and "text/html" in request.headers.get("Accept", "")
 
 
+# Set on a request whose response comes from an upstream (it keeps its own headers).
+FORWARDED = web.RequestKey("userland_forwarded", bool)
+
+
 class Gateway:
     def __init__(self, settings: Settings, *, routes: RoutingCache, kube: KubeClient,
-                 session_lookup: SessionLookup, session_cookie: str,
-                 metrics: GatewayMetrics) -> None:
+                 session_lookup: SessionLookup, metrics: GatewayMetrics,
+                 origin_lookup: SessionLookup | None = None,
+                 activity: ActivityTracker | None = None) -> None:
         self.settings = settings
         self.routes = routes
         self.kube = kube
         self.session_lookup = session_lookup
-        self.session_cookie = session_cookie
+        # A student origin's own session; without one (tests of the proxy core) the platform's.
+        self.origin_lookup = origin_lookup if origin_lookup is not None else session_lookup
+        # Every platform cookie is stripped from what goes upstream and from what comes back.
+        self.session_cookie = PLATFORM_COOKIES
         self.metrics = metrics
         self.pages = Pages()
         public = urlsplit(settings.public_url)
         self.public_host = request_host(public.netloc)
         # The scheme clients use, as the deployment publishes it (TLS usually ends before us).
         self.proto = public.scheme or "http"
+        self.port = port_suffix(settings.public_url)
         self.websockets: set[WebSocketPair] = set()
+        self.websocket_quota = WebSocketQuota(settings.max_websockets_per_user)
+        # Forwarded requests by session: a session that ends closes them (proxy/live.py).
+        self.live = LiveConnections()
         # Requests being handled (WebSockets included), for a drain that waits for them.
         self.active = 0
         self.idle = asyncio.Event()
         self.idle.set()
         self._client: aiohttp.ClientSession | None = None
         self._pool: UpstreamPool | None = None
+        # Students' use of their environments, for sleeping and waking (proxy/activity.py).
+        self.activity = activity or ActivityTracker(settings, kube, None)
 
     # -- lifecycle
 
@@ -107,32 +147,64 @@ class Gateway:
 
     def not_logged_in(self, request: web.Request) -> web.StreamResponse:
         if wants_html(request) and not is_websocket_upgrade(request):
-            raise web.HTTPFound(self.login_url(request))
+            return web.Response(status=302, headers={"Location": self.login_url(request),
+                                                     "Cache-Control": "no-store"})
         return web.Response(status=401, text="login required\n",
                             headers={"Cache-Control": "no-store"})
 
-    async def _login(self, request: web.Request) -> str | None:
-        session = await self.session_lookup(request)
-        if session is None:
-            return None
-        login = session.login.lower()
-        request[LOGIN_KEY] = login
-        return login
+    def handoff_url(self, request: web.Request) -> str:
+        """The platform's handoff for this request's origin, coming back to the same path."""
+        origin = request_origin(self.proto, request.host) or ""
+        return f"{self.settings.public_url}/auth/handoff?" + urlencode(
+            {"origin": origin, "next": request.raw_path})
 
-    async def forward(self, request: web.Request, base_url: str, login: str | None) -> web.StreamResponse:
+    def own_origin(self, login: str, template_host: str) -> str:
+        return student_origin(self.proto, login, template_host, self.port)
+
+    def bare_template_host(self, request: web.Request) -> web.StreamResponse:
+        """`ide.example.edu` itself: on to the student's own origin (the platform knows who)."""
+        if request.method not in ("GET", "HEAD") or is_websocket_upgrade(request):
+            return self.pages.error(404, "Open your own address",
+                                    "Each student's environment has its own address; open this site's "
+                                    "address in the browser to be sent to yours.")
+        return web.Response(status=302, headers={"Location": self.handoff_url(request),
+                                                 "Cache-Control": "no-store"})
+
+    async def _session(self, request: web.Request) -> SessionLike | None:
+        session = await self.session_lookup(request)
+        if session is not None:
+            request[LOGIN_KEY] = session.login.lower()
+        return session
+
+    async def _login(self, request: web.Request) -> str | None:
+        session = await self._session(request)
+        return None if session is None else session.login.lower()
+
+    async def forward(self, request: web.Request, base_url: str,
+                      user: identity.Identity | None,
+                      on_client_data: Callable[[int], None] | None = None) -> web.StreamResponse:
+        request[FORWARDED] = True
         websocket = is_websocket_upgrade(request)
         headers = upstream_request_header_list(
-            request.headers, login, secret=self.settings.identity_secret,
+            request.headers, user, secret=self.settings.identity_secret,
             client_ip=request.remote or "", proto=self.proto, host=request.host,
             session_cookie=self.session_cookie, websocket=websocket,
         )
+        owner = user.login if websocket and user is not None else None
+        if owner is not None and not self.websocket_quota.acquire(owner):
+            log.info("websocket refused: too many open", extra={"user": owner,
+                                                                "limit": self.websocket_quota.limit})
+            return self.pages.error(429, "Too many open connections",
+                                    "Close some tabs or windows of this environment and try again.")
         try:
-            if websocket:
-                return await forward_websocket(request, self.client, target_url(base_url, request.raw_path),
-                                               CIMultiDict(headers), register=self._ws_opened,
-                                               unregister=self._ws_closed)
-            return await forward_http(request, self.pool, base_url, headers,
-                                      session_cookie=self.session_cookie)
+            with self.live.track(request):
+                if websocket:
+                    return await forward_websocket(request, self.client,
+                                                   target_url(base_url, request.raw_path),
+                                                   CIMultiDict(headers), register=self._ws_opened,
+                                                   unregister=self._ws_closed, on_client_data=on_client_data)
+                return await forward_http(request, self.pool, base_url, headers,
+                                          session_cookie=self.session_cookie)
         except UpstreamError as err:
             self.metrics.upstream_error(err.kind)
             log.info("upstream failed", extra={"upstream": str(URL(base_url).origin()),
@@ -140,6 +212,9 @@ class Gateway:
             if err.response is not None:
                 return err.response
             return self.pages.gateway_timeout() if err.kind == "timeout" else self.pages.bad_gateway()
+        finally:
+            if owner is not None:
+                self.websocket_quota.release(owner)
 
     def _ws_opened(self, pair: WebSocketPair) -> None:
         self.websockets.add(pair)
@@ -151,45 +226,140 @@ class Gateway:
 
     # -- the two kinds of traffic
 
-    async def handle_template(self, request: web.Request, route: TemplateRoute) -> web.StreamResponse:
+    async def handle_template(self, request: web.Request, route: TemplateRoute, *,
+                              owner: str | None = None) -> web.StreamResponse:
+        """A Template route: on `owner`'s origin (host routes), or on the platform's host
+        (path routes, `owner` None)."""
         try:
-            login = await self._login(request)
+            session = await (self.origin_lookup if owner is not None else self.session_lookup)(request)
         except SessionStoreUnavailable:
             return self.pages.unavailable()
-        if login is None:
+        if session is None:
+            if owner is not None:
+                if wants_html(request) and not is_websocket_upgrade(request):
+                    return web.Response(status=302, headers={"Location": self.handoff_url(request),
+                                                             "Cache-Control": "no-store"})
+                return web.Response(status=401, text="login required\n",
+                                    headers={"Cache-Control": "no-store"})
             return self.not_logged_in(request)
+        login = session.login.lower()
+        request[LOGIN_KEY] = login
+        if owner is not None:
+            origin = getattr(session, "origin", None)
+            here = request_origin(self.proto, request.host)
+            if login != owner or (origin is not None and origin != here):
+                assert route.host is not None
+                return self.pages.not_yours(login, self.own_origin(login, route.host) + "/")
         name = route.display_name or route.template
         userland = self.routes.userland(route.namespace, route.template, login)
         if userland is None:
+            for lost in lost_to(route, self.routes.routes):
+                if self.routes.userland(lost.namespace, lost.template, login) is not None:
+                    # Theirs is a Template this address is not routed to (a collision).
+                    return self.pages.unreachable(lost.display_name or lost.template, login)
             if route.self_service:
-                return await self._create_userland(route, login)
+                return await self._self_service(request, route, session)
             return self.pages.forbidden(name, login, f"{self.settings.public_url}/auth/logout")
+        websocket = is_websocket_upgrade(request)
         if userland.suspended:
             return self.pages.suspended(name, login)
         if not userland.ready:
-            return self.pages.starting(name, login, userland.message)
+            return await self._not_running(request, route, userland, name, login, websocket=websocket)
+        base = self.environment_url(route, login)
+        if base is None:
+            # Ready, but its address is not here yet (the watch of its Service lags a moment):
+            # still starting, as far as the student can tell.
+            return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False)
+        key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
+        on_data: Callable[[int], None] | None = None
+        if idle is None:
+            pass  # it never sleeps: nothing to track
+        elif websocket:
+            activity = route.activity
+
+            def on_data(size: int) -> None:
+                if frame_counts(size, activity):
+                    self.activity.touch(*key, idle)
+        elif counts_as_use(request.method, request.path, route.activity):
+            self.activity.touch(*key, idle)
+        return await self.forward(request, base, identity.for_audience(login, identity.AUDIENCE_ENV),
+                                  on_data)
+
+    async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
+                           name: str, login: str, *, websocket: bool) -> web.StreamResponse:
+        """Its environment is asleep, waking or starting. A WebSocket is closed at once (and
+        wakes nothing: editors reconnect in loops); a page shows how far it has come; a request
+        that is the student using it (not a tab polling) wakes it."""
+        asleep = userland.phase == "Idle"
+        if not websocket:
+            if userland.phase not in ("Idle", "Starting", "Pending"):
+                return self.pages.for_phase(userland.phase, name, login)
+            if counts_as_use(request.method, request.path, route.activity):
+                if asleep:
+                    await self.activity.wake(userland.namespace, userland.name)
+                elif route.idle_timeout_seconds is not None:
+                    # Waiting for it (the waking page's reloads) is using it: a student in a long
+                    # wake line must not fall asleep again before their turn.
+                    self.activity.touch(userland.namespace, userland.name, route.idle_timeout_seconds)
+        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=asleep)
+
+    async def _wait_page(self, request: web.Request, userland: UserlandState, name: str, login: str, *,
+                         websocket: bool, asleep: bool) -> web.StreamResponse:
+        """What a request to an environment that is not answering yet gets: a WebSocket is
+        closed at once (4503), a page navigation the waking page (200), anything else a 503."""
+        if websocket:
+            return await refuse_websocket(request, f"{name} is not running: reload the page to "
+                                                   f"{'wake' if asleep else 'open'} it")
+        if not wants_html(request):
+            advice = "Open it in the browser to wake it." if asleep else "Try again in a moment."
+            state = "asleep" if asleep else "starting"
+            return self.pages.error(503, f"{name} is {state}", advice, retry=True)
+        return self.pages.waking(name, login, steps=userland.progress,
+                                 waking=asleep or userland.reason == "Waking")
+
+    def environment_url(self, route: TemplateRoute, login: str) -> str | None:
+        """Where `login`'s environment of `route` answers, from the watched Service (None: not
+        there yet). Never from the request: the Service's name derives from the login."""
         service_name = naming.service_name(route.template, login)
         service = self.routes.service(route.namespace, service_name)
         # The label check is defence in depth: the name is already derived from the login.
         if service is None or service.user != login:
-            return self.pages.starting(name, login)
-        base = upstream_url(self.settings.upstream_mode, service=service_name,
+            return None
+        return upstream_url(self.settings.upstream_mode, service=service_name,
                             namespace=route.namespace, port=service.port or route.port,
                             cluster_domain=self.settings.cluster_domain,
-                            annotation=service.upstream_annotation)
-        if base is None:
-            return self.pages.starting(name, login)
-        return await self.forward(request, base, login)
+                            annotation=service.upstream_annotation, cluster_ip=service.cluster_ip)
+
+    async def _self_service(self, request: web.Request, route: TemplateRoute,
+                            session: SessionLike) -> web.StreamResponse:
+        """No Userland yet on a self-service Template: a page with a button (GET), created on
+        its POST with the session's CSRF token; never created by a GET (a cross-site image tag
+        would otherwise create environments)."""
+        login = session.login.lower()
+        name = route.display_name or route.template
+        if request.method != "POST":
+            return self.pages.offer(name, login, session.csrf, request.path)
+        form = await request.post()
+        if not hmac.compare_digest(str(form.get("csrf") or ""), session.csrf):
+            return self.pages.error(403, "Form expired", "This form has expired. Please try again.",
+                                    link_url=request.path, link_text="Back")
+        created = await self._create_userland(route, login)
+        if created is not None:
+            return created
+        return web.Response(status=303, headers={"Location": request.path, "Cache-Control": "no-store"})
 
     async def handle_platform(self, request: web.Request) -> web.StreamResponse:
         """The platform's own host (not /auth/): the web UI, with the caller's identity if any."""
         try:
-            login = await self._login(request)
+            session = await self._session(request)
         except SessionStoreUnavailable:
             return self.pages.unavailable()
-        return await self.forward(request, self.settings.web_url, login)
+        user = None if session is None else identity.for_audience(
+            session.login.lower(), identity.AUDIENCE_WEB, role=session.role, teams=session.teams)
+        return await self.forward(request, self.settings.web_url, user)
 
-    async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse:
+    async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
+        """Create the Userland; None when done (or already there), else an error page."""
         name = naming.userland_name(route.template, login)
         body = {
             "apiVersion": naming.API_VERSION,
@@ -211,4 +381,4 @@ class Gateway:
             return self.pages.error(503, "Your environment could not be created",
                                     "Try again in a moment; if this lasts, ask your instructor.",
                                     retry=True)
-        return self.pages.starting(route.display_name or route.template, login)
+        return None

@@ -1,17 +1,59 @@
-"""The gateway's own pages: starting, suspended, no environment (403), and error pages.
+"""The gateway's own pages: starting, suspended, no environment (403), and error pages, and the
+security headers every response the gateway makes itself carries.
 
 Rendered from jinja2 templates in `proxy/templates/` with autoescape on; every page is a
 complete response (status, Cache-Control: no-store), never a traceback.
+
+`OWN_RESPONSE_HEADERS` go on everything the gateway answers itself (its pages, the auth pages,
+redirects), never on what an environment or the web UI answers (they set their own; IDEs need
+frames and scripts). The Content-Security-Policy allows no script at all and exactly the two
+stylesheets of the gateway's and the auth pages' base templates, by hash: no inline code can
+run even if something got injected; nothing may frame the pages (clickjacking).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from typing import Any
 
 import jinja2
 from aiohttp import web
 
 RETRY_SECONDS = 5
+
+
+def _style_hashes() -> list[str]:
+    """CSP hashes of the `<style>` blocks of the gateway's and the auth pages' base templates."""
+    hashes = []
+    for package in ("userland.proxy", "userland.auth"):
+        loader = jinja2.PackageLoader(package, "templates")
+        source = loader.get_source(jinja2.Environment(), "base.html")[0]
+        for block in re.findall(r"<style>(.*?)</style>", source, re.DOTALL):
+            digest = base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()
+            hashes.append(f"'sha256-{digest}'")
+    return hashes
+
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src " + " ".join(_style_hashes()) + "; img-src 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+OWN_RESPONSE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    # Handoff codes and sign-out chains travel in URLs: never in a Referer to another origin.
+    # (Not no-referrer: with it, browsers send `Origin: null` on the pages' own form posts.)
+    "Referrer-Policy": "same-origin",
+}
+
+
+# The steps a waking environment goes through (the operator's status.progress), for students.
+WAKE_STEPS = (("Scheduled", "Finding a place to run it"), ("ImagePulled", "Getting the software ready"),
+              ("ContainerStarted", "Starting it"), ("Ready", "Almost there: opening it"))
+WAKE_REFRESH_SECONDS = 2
 
 
 class Pages:
@@ -32,37 +74,87 @@ class Pages:
             response.headers[key] = value
         return response
 
-    def starting(self, template_name: str, user: str, detail: str = "") -> web.Response:
-        return self.render("starting.html", status=503, title="Starting your environment",
-                           template_name=template_name, user=user, detail=detail,
-                           refresh=RETRY_SECONDS, headers={"Retry-After": str(RETRY_SECONDS)})
+    # Students read these pages: the app's own name ("Starting your VS Code"), plain words, no
+    # cluster terms and no message from the cluster (staff see those in the web UI and kubectl).
+    # tests/proxy/test_student_pages.py renders each one and checks a list of jargon words.
+
+    def for_phase(self, phase: str, template_name: str, user: str) -> web.Response:
+        """The page for an environment that is not ready, by its Userland's phase."""
+        if phase == "Suspended":
+            return self.suspended(template_name, user)
+        if phase == "Failed":
+            return self.cannot_start(template_name, user)
+        return self.starting(template_name, user, waking=phase == "Idle")
+
+    def starting(self, template_name: str, user: str, *, waking: bool = False) -> web.Response:
+        title = f"{'Waking up' if waking else 'Starting'} your {template_name}"
+        return self.render("starting.html", status=503, title=title, template_name=template_name,
+                           user=user, refresh=RETRY_SECONDS, headers={"Retry-After": str(RETRY_SECONDS)})
+
+    def waking(self, template_name: str, user: str, *, steps: tuple[str, ...], waking: bool) -> web.Response:
+        """Asleep, waking or starting: how far it has come, in words. 200, not 503: when a whole
+        class arrives at once every student gets this page, and nothing has failed (docs/sleep.md).
+        It reloads itself every couple of seconds and then shows the environment itself, at the
+        address the student asked for."""
+        reached = set(steps)
+        rows = [(label, step in reached) for step, label in WAKE_STEPS]
+        current = next((i for i, (_, done) in enumerate(rows) if not done), len(rows))
+        title = f"{'Waking up' if waking else 'Starting'} your {template_name}"
+        return self.render("waking.html", status=200, title=title, template_name=template_name,
+                           user=user, rows=rows, current=current, waking=waking, refresh=WAKE_REFRESH_SECONDS)
 
     def suspended(self, template_name: str, user: str) -> web.Response:
-        return self.render("suspended.html", status=503, title="Environment suspended",
+        return self.render("suspended.html", status=503, title=f"Your {template_name} is paused",
                            template_name=template_name, user=user, refresh=30,
                            headers={"Retry-After": "30"})
 
+    def cannot_start(self, template_name: str, user: str) -> web.Response:
+        return self.render("cannot_start.html", status=503,
+                           title=f"Your {template_name} cannot start right now", user=user,
+                           message="Something in how it is set up keeps it from starting.",
+                           refresh=30, headers={"Retry-After": "30"})
+
+    def unreachable(self, template_name: str, user: str) -> web.Response:
+        """Their environment's Template lost its route to another's (platform/routes.py)."""
+        return self.render("cannot_start.html", status=503,
+                           title=f"Your {template_name} cannot be opened here right now", user=user,
+                           message="Two of your course's apps were given the same address, and the "
+                                   "other one has it for now. Nothing of yours is lost; it opens here "
+                                   "again once your instructor has it fixed.",
+                           refresh=30, headers={"Retry-After": "30"})
+
     def forbidden(self, template_name: str, user: str, logout_url: str) -> web.Response:
-        return self.render("forbidden.html", status=403, title="No environment",
+        return self.render("forbidden.html", status=403, title=f"No {template_name} for you here yet",
                            template_name=template_name, user=user, logout_url=logout_url)
 
-    def error(self, status: int, title: str, message: str, *, retry: bool = False) -> web.Response:
+    def offer(self, template_name: str, user: str, csrf: str, action: str) -> web.Response:
+        """Self-service: a button that creates the environment (a POST with a CSRF token)."""
+        return self.render("create.html", status=200, title=f"Create your {template_name}",
+                           template_name=template_name, user=user, csrf=csrf, action=action)
+
+    def not_yours(self, user: str, own_url: str) -> web.Response:
+        return self.error(403, "Not your environment",
+                          f"This address belongs to another student's environment; you are signed in "
+                          f"as {user}.", link_url=own_url, link_text="Open your own environment")
+
+    def error(self, status: int, title: str, message: str, *, retry: bool = False,
+              link_url: str | None = None, link_text: str = "") -> web.Response:
         headers = {"Retry-After": str(RETRY_SECONDS)} if retry else None
         return self.render("error.html", status=status, title=title, message=message,
-                           refresh=RETRY_SECONDS if retry else None, headers=headers)
+                           refresh=RETRY_SECONDS if retry else None, headers=headers,
+                           link_url=link_url, link_text=link_text)
 
     def bad_gateway(self) -> web.Response:
         return self.error(502, "Your environment is not answering",
-                          "The gateway could not reach your environment. It may be restarting; "
-                          "if this lasts, ask your instructor.", retry=True)
+                          "It may be restarting. If this lasts, tell your instructor.", retry=True)
 
     def gateway_timeout(self) -> web.Response:
         return self.error(504, "Your environment took too long to answer",
                           "Try again in a moment.", retry=True)
 
     def unavailable(self) -> web.Response:
-        return self.error(503, "Login service unavailable",
-                          "The login service cannot be reached right now. Try again in a moment.",
+        return self.error(503, "Sign-in is unavailable for a moment",
+                          "Signing in cannot be checked right now. Try again in a moment.",
                           retry=True)
 
     def not_found(self) -> web.Response:

@@ -3,7 +3,8 @@
 Three Informers feed small indexes that the request path reads with plain dict lookups:
 - the route table, rebuilt whenever a Template changes (Templates are few);
 - Userlands by (namespace, template, user) -> what the gateway needs of their status;
-- Services by (namespace, name) -> port, owner labels and the local-mode upstream annotation.
+- Services by (namespace, name) -> port, ClusterIP, owner labels and the local-mode upstream
+  annotation.
 No request ever makes an API call. Objects are trimmed to those fields before they are kept.
 """
 
@@ -19,6 +20,7 @@ from userland.platform import naming
 from userland.platform.informer import Informer
 from userland.platform.kube import JSON, SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.models import InvalidSpec, Template
+from userland.platform.routes import conflict_message
 from userland.proxy.routing import RouteTable, TemplateRoute, build_routes
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,9 @@ class UserlandState:
     ready: bool
     phase: str
     suspended: bool
-    message: str = ""
+    # The Ready condition's reason (Waking, Starting, ...) and the steps its Pod has reached.
+    reason: str = ""
+    progress: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class ServiceState:
     user: str
     port: int | None
     upstream_annotation: str | None
+    cluster_ip: str | None = None
 
 
 def _meta(obj: JSON) -> dict[str, Any]:
@@ -71,7 +76,8 @@ def userland_state(obj: JSON) -> UserlandState | None:
         ready=ready_condition.get("status") == "True" and not meta.get("deletionTimestamp"),
         phase=str(status.get("phase") or "Pending"),
         suspended=bool(spec.get("suspended")),
-        message=str(ready_condition.get("message") or ""),
+        reason=str(ready_condition.get("reason") or ""),
+        progress=tuple(str(s) for s in status.get("progress") or () if isinstance(s, str)),
     )
 
 
@@ -87,6 +93,7 @@ def service_state(obj: JSON) -> ServiceState:
         user=str(labels.get(naming.LABEL_USER) or ""),
         port=port if isinstance(port, int) else None,
         upstream_annotation=annotations.get(naming.ANNOTATION_UPSTREAM),
+        cluster_ip=str((obj.get("spec") or {}).get("clusterIP") or "") or None,
     )
 
 
@@ -95,7 +102,8 @@ def _trim(obj: JSON) -> JSON:
     meta = _meta(obj)
     return {
         "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels",
-                                          "annotations", "deletionTimestamp") if k in meta},
+                                          "annotations", "deletionTimestamp", "creationTimestamp")
+                     if k in meta},
         "spec": obj.get("spec") or {},
         "status": obj.get("status") or {},
     }
@@ -103,20 +111,25 @@ def _trim(obj: JSON) -> JSON:
 
 def _trim_service(obj: JSON) -> JSON:
     trimmed = _trim(obj)
-    trimmed["spec"] = {"ports": (obj.get("spec") or {}).get("ports") or []}
+    spec = obj.get("spec") or {}
+    trimmed["spec"] = {"ports": spec.get("ports") or [], "clusterIP": spec.get("clusterIP")}
     trimmed["status"] = {}
     return trimmed
 
 
 class RoutingCache:
-    def __init__(self, kube: KubeClient, namespaces: Iterable[str] = ()) -> None:
+    def __init__(self, kube: KubeClient, namespaces: Iterable[str] = (), *,
+                 platform_host: str | None = None) -> None:
         namespaces = tuple(namespaces)
+        # No Template may take the platform's own host (platform/routes.py).
+        self.platform_host = platform_host
         self.templates = Informer(kube, TEMPLATES, namespaces, transform=_trim)
         self.userlands = Informer(kube, USERLANDS, namespaces, transform=_trim)
         self.services = Informer(kube, SERVICES, namespaces, transform=_trim_service,
                                  label_selector=naming.LABEL_USER)
         self.routes = RouteTable()
         self._userlands: dict[tuple[str, str, str], UserlandState] = {}
+        self._by_pair: dict[tuple[str, str, str], dict[str, UserlandState]] = {}
         self._services: dict[tuple[str, str], ServiceState] = {}
         self.templates.add_handler(self._on_template)
         self.userlands.add_handler(self._on_userland)
@@ -158,22 +171,39 @@ class RoutingCache:
         routes = []
         for obj in self.templates.items():
             try:
-                routes.append(TemplateRoute.from_template(Template.from_object(obj)))
+                routes.append(TemplateRoute.from_template(
+                    Template.from_object(obj), str(_meta(obj).get("creationTimestamp") or "")))
             except InvalidSpec as err:
                 log.warning("template ignored", extra={"template": "/".join(
                     (_meta(obj).get("namespace", ""), _meta(obj).get("name", ""))), "error": str(err)})
-        table = build_routes(routes)
-        for kept, lost in table.conflicts:
-            log.warning("two templates claim one route", extra={"kept": kept.key, "ignored": lost.key})
+        table = build_routes(routes, self.platform_host)
+        if table.routed_out != self.routes.routed_out:
+            for route in table.routed_out:
+                log.warning("template not routed: its route collides", extra={
+                    "template": route.key, "collisions": conflict_message(table.collisions[route.key])})
         self.routes = table
 
     def _on_userland(self, old: JSON | None, new: JSON | None) -> None:
-        if old is not None and (state := userland_state(old)) is not None:
+        keys = set()
+        for obj, present in ((old, False), (new, True)):
+            if obj is None or (state := userland_state(obj)) is None:
+                continue
             key = (state.namespace, state.template, state.user)
-            if self._userlands.get(key, state).name == state.name:
+            keys.add(key)
+            named = self._by_pair.setdefault(key, {})
+            if present:
+                named[state.name] = state
+            else:
+                named.pop(state.name, None)
+        for key in keys:
+            # Two Userlands for one student and Template (`Alice` and `alice` written with
+            # kubectl): the operator runs one and calls the other a Duplicate; serve the ready one.
+            named = self._by_pair.get(key) or {}
+            if not named:
+                self._by_pair.pop(key, None)
                 self._userlands.pop(key, None)
-        if new is not None and (state := userland_state(new)) is not None:
-            self._userlands[(state.namespace, state.template, state.user)] = state
+                continue
+            self._userlands[key] = min(named.values(), key=lambda s: (not s.ready, s.name))
 
     def _on_service(self, old: JSON | None, new: JSON | None) -> None:
         if old is not None:

@@ -31,6 +31,7 @@ from userland.platform.logs import setup_logging
 from userland.platform.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, BufferedAccessHandler, buffer_access_log
 from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
+from userland.proxy.connections import ConnectionLimits, GatewayRunner
 from userland.proxy.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,9 @@ async def _flush_every(handler: BufferedAccessHandler, seconds: float) -> None:
 async def _serve(app: web.Application, settings: Settings, options: ServerOptions, stop: asyncio.Event,
                  *, reuse_port: bool) -> int:
     # Requests still running after the drain get this long before they are cut.
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5.0, **RUNNER_KWARGS)
+    # GatewayRunner: header size and time limits, idle keep-alive, connections per address.
+    runner = GatewayRunner(app, limits=ConnectionLimits.from_settings(settings), handle_signals=False,
+                           shutdown_timeout=5.0, **RUNNER_KWARGS)
     setup = asyncio.create_task(runner.setup())  # waits until the watches have synced
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({setup, stopped}, return_when=asyncio.FIRST_COMPLETED)

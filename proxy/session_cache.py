@@ -2,13 +2,19 @@
 
 A browser IDE sends bursts of requests with one cookie; asking Redis for every one of them
 was a fifth of the gateway's CPU time. The cache keeps a *found* session for at most
-`SESSION_CACHE_TTL` seconds (1 s) after Redis returned it, keyed by the cookie id. What that
-means for revocation, exactly:
-- a logout through this gateway process drops the entry at once (`forget`);
-- a session deleted or expired in Redis by anyone else (another replica's logout, an admin,
-  the TTL) is refused by this process at most 1 s later;
-- with Redis unreachable, a session seen in the last second keeps working for the rest of
-  that second; every other request fails closed (503) as before.
+`SESSION_CACHE_TTL` seconds (1 s) after Redis returned it, keyed by the cookie id, and only
+while it can be sure Redis is there and would say the same. Exactly:
+- it serves entries only while its subscription to the sessions' invalidation channel
+  (`sessions.INVALIDATION_CHANNEL`) is up and answering its pings (every
+  `PING_INTERVAL`); when that connection fails, or any session lookup fails, every entry is
+  dropped and nothing is served from memory until Redis answers again. So with Redis down
+  every protected request gets a 503, cached or not;
+- a session cleared anywhere through the session store (a logout on any replica, an admin) is
+  published on that channel (as the SHA-256 of its cookie id, never the id) and dropped here
+  at once; a logout through this process also drops it directly (`forget`);
+- a session that merely expires in Redis (its TTL) is refused here at most 1 s later.
+Without a Redis client (unit tests) there is no channel: entries live for the TTL and the
+lookup-failure rule still holds.
 Unknown cookies and store errors are never cached. The cookie id taken out of a Cookie header
 is remembered per header value (up to `max_headers` of them): parsing the Cookie header with
 http.cookies cost about a tenth of a request's CPU, and a browser sends the same one each time
@@ -18,31 +24,75 @@ ones are swept when it is full; if it is still full it starts over).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
+import redis.asyncio
 from aiohttp import web
 
+from userland.platform.sessions import INVALIDATION_CHANNEL, SessionStoreUnavailable
 from userland.proxy.gateway import SessionLike, SessionLookup
+from userland.proxy.live import SESSION_DIGEST
+
+log = logging.getLogger(__name__)
 
 SESSION_CACHE_TTL = 1.0
+# How often the invalidation subscription is pinged; three missed answers mean Redis is gone.
+PING_INTERVAL = 0.5
+
+
+# How long shutdown waits for the invalidation listener to stop.
+LISTENER_STOP_SECONDS = 5.0
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _digest(cookie_id: str) -> str:
+    return hashlib.sha256(cookie_id.encode()).hexdigest()
 
 
 class SessionCache:
     def __init__(self, lookup: SessionLookup, cookie: str, *, ttl: float = SESSION_CACHE_TTL,
                  max_entries: int = 10_000, max_headers: int = 1024,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 redis_client: redis.asyncio.Redis | None = None) -> None:
         self._lookup = lookup
         self._cookie = cookie
         self._ttl = ttl
         self._max = max_entries
         self._clock = clock
-        self._entries: dict[str, tuple[float, SessionLike]] = {}
+        self._entries: dict[str, tuple[float, SessionLike, str]] = {}
+        self._by_digest: dict[str, str] = {}
         self._max_headers = max_headers
         self._ids: dict[str, str | None] = {}
+        self._redis = redis_client
+        # Serving from memory needs the invalidation channel up (when there is one) and the
+        # latest lookup to have succeeded.
+        self._subscribed = redis_client is None
+        self._lookups_ok = True
+        # Bumped whenever entries are dropped wholesale: a lookup that started before must
+        # not store what it found.
+        self._epoch = 0
+        self._invalidated: dict[str, float] = {}  # digest -> when, for lookups in flight
+        self._listener: asyncio.Task[None] | None = None
+        # Called with each published digest: the gateway ends that session's open connections.
+        self.on_invalidate: list[Callable[[str], object]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def serving(self) -> bool:
+        """Whether entries may be served from memory right now."""
+        return self._subscribed and self._lookups_ok
 
     def _cookie_id(self, request: web.Request) -> str | None:
         """`request.cookies.get(cookie)`, remembered per Cookie header value (aiohttp parses
@@ -69,23 +119,129 @@ class SessionCache:
         now = self._clock()
         entry = self._entries.get(cookie_id)
         if entry is not None:
-            if entry[0] > now:
+            if entry[0] > now and self.serving:
+                request[SESSION_DIGEST] = entry[2]
                 return entry[1]
-            del self._entries[cookie_id]
-        session = await self._lookup(request)
-        if session is not None:
+            self._drop(cookie_id)
+        epoch = self._epoch
+        try:
+            session = await self._lookup(request)
+        except SessionStoreUnavailable:
+            self._lookups_ok = False
+            self._drop_all()
+            raise
+        self._lookups_ok = True
+        if session is None:
+            return None
+        digest = request[SESSION_DIGEST] = _digest(cookie_id)
+        if epoch == self._epoch and self._subscribed:
+            invalidated = self._invalidated.get(digest)
+            if invalidated is not None and invalidated >= now:
+                return session  # cleared while this lookup was in flight: answer, don't keep
             if len(self._entries) >= self._max:
                 self._sweep(now)
-            self._entries[cookie_id] = (now + self._ttl, session)
+            self._entries[cookie_id] = (now + self._ttl, session, digest)
+            self._by_digest[digest] = cookie_id
         return session
 
     def forget(self, request: web.Request) -> None:
         """Drop the entry of this request's cookie (it is logging out)."""
         cookie_id = self._cookie_id(request)
         if cookie_id:
+            self._drop(cookie_id)
+            self._invalidated[_digest(cookie_id)] = self._clock()
+
+    def invalidate(self, digest: str) -> None:
+        """Drop the entry whose cookie id has this SHA-256 (a published invalidation)."""
+        now = self._clock()
+        self._invalidated[digest] = now
+        if len(self._invalidated) > 1000:
+            horizon = now - 10 * self._ttl
+            self._invalidated = {d: t for d, t in self._invalidated.items() if t > horizon}
+        cookie_id = self._by_digest.pop(digest, None)
+        if cookie_id is not None:
             self._entries.pop(cookie_id, None)
+        for callback in self.on_invalidate:
+            callback(digest)
+
+    def _drop(self, cookie_id: str) -> None:
+        entry = self._entries.pop(cookie_id, None)
+        if entry is not None:
+            self._by_digest.pop(entry[2], None)
+
+    def _drop_all(self) -> None:
+        self._epoch += 1
+        self._entries.clear()
+        self._by_digest.clear()
+
+    def forget_all(self) -> None:
+        """Drop every entry: a sign-out ends origin sessions whose cookies it cannot name."""
+        self._drop_all()
 
     def _sweep(self, now: float) -> None:
         self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
+        self._by_digest = {v[2]: k for k, v in self._entries.items()}
         if len(self._entries) >= self._max:
-            self._entries.clear()
+            self._drop_all()
+
+    # -- the invalidation channel
+
+    async def running(self, _: web.Application | None = None) -> AsyncIterator[None]:
+        """For `app.cleanup_ctx`: listen for invalidations while the application runs."""
+        if self._redis is not None:
+            self._listener = asyncio.create_task(self._listen(self._redis))
+        try:
+            yield
+        finally:
+            if self._listener is not None:
+                self._listener.cancel()
+                still_running = (await asyncio.wait([self._listener], timeout=LISTENER_STOP_SECONDS))[1]
+                if still_running:  # never seen since _listen re-raises swallowed cancellations; never hang
+                    log.error("session invalidation listener did not stop; left behind")
+                self._listener = None
+
+    async def _listen(self, client: redis.asyncio.Redis) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                await self._subscription(client)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure of the channel: stop serving from memory
+                if _cancelling():
+                    # redis-py can turn the CancelledError it was interrupted with into a
+                    # connection error; retrying would then sleep and loop for ever while
+                    # the application's cleanup waits for this task.
+                    raise asyncio.CancelledError from exc
+                if self._subscribed:
+                    log.warning("session invalidation channel lost; session cache off",
+                                extra={"error": type(exc).__name__})
+            self._subscribed = False
+            self._drop_all()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _subscription(self, client: redis.asyncio.Redis) -> None:
+        pubsub: Any = client.pubsub()
+        try:
+            await pubsub.subscribe(INVALIDATION_CHANNEL)
+            last_answer = self._clock()
+            while True:
+                message = await pubsub.get_message(timeout=PING_INTERVAL)
+                now = self._clock()
+                if message is not None:
+                    last_answer = now
+                    kind = message.get("type")
+                    if kind == "subscribe" and not self._subscribed:
+                        self._subscribed = True
+                        log.info("session invalidation channel up; session cache on")
+                    elif kind == "message":
+                        data = message.get("data")
+                        self.invalidate(data.decode() if isinstance(data, bytes) else str(data))
+                    continue
+                if now - last_answer > 3 * PING_INTERVAL:
+                    raise TimeoutError("no answer to pings on the invalidation channel")
+                await pubsub.ping()
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()

@@ -6,7 +6,8 @@ would hand one student's cookies to another). WebSockets still use the aiohttp c
 session of `make_client_session` (same rules). Request bodies are passed on as they arrive and
 response bodies are written as they come, so memory stays flat for any size; only a small
 response with a Content-Length (<= 64 KiB) is read whole first, so that its headers and body
-leave in one write instead of three.
+leave in one write instead of three. A response whose headers hold bytes that are not valid
+header text (control characters, undecodable bytes) is refused with the 502 page.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from userland.proxy.headers import client_response_headers
+from userland.proxy.headers import CookieNames, client_response_headers, invalid_header
 from userland.proxy.upstream_client import UpstreamError, UpstreamPool
 
 __all__ = ["UpstreamError", "UpstreamPool", "forward_http", "make_client_session", "target_url"]
@@ -56,12 +57,17 @@ async def _body(request: web.Request) -> AsyncIterator[bytes]:
 
 
 async def forward_http(request: web.Request, pool: UpstreamPool, base: str,
-                       headers: list[tuple[str, str]], *, session_cookie: str) -> web.StreamResponse:
+                       headers: list[tuple[str, str]], *, session_cookie: CookieNames) -> web.StreamResponse:
     """Send `request` to `base` + its raw path and stream the answer back. Raises UpstreamError
     before any byte of a response has been sent; after that, a broken upstream ends the
     response early."""
     data = _body(request) if request.body_exists else None
     upstream = await pool.request(request.method, base, request.raw_path, headers, data)
+    if invalid_header(upstream.message.raw_headers) is not None:
+        # Bytes aiohttp would not write back as received (a Set-Cookie name could turn into a
+        # platform cookie's): refuse the response, the client gets the 502 page.
+        upstream.release()
+        raise UpstreamError("invalid", "a response header holds bytes that are not valid in a header")
     response_headers = client_response_headers(upstream.headers, session_cookie=session_cookie)
     length = upstream.content_length
     if length is not None and length <= SMALL_BODY and request.method != "HEAD" \

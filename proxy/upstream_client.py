@@ -14,6 +14,8 @@ flow control) and does the rest directly:
   request body fully sent, nothing left over, no `Connection: close`); anything else closes it;
 - a request that fails on a reused connection before any byte of an answer (the upstream
   closed it while it was idle) is retried once on a new connection when it has no body.
+A response without Content-Length or chunked framing is read until the upstream closes the
+connection (never pooled again).
 Errors are `UpstreamError` kinds as before: "refused" (connect failed), "timeout" (connect
 timed out), "broken" (the connection failed before a complete response head).
 """
@@ -250,8 +252,10 @@ class UpstreamPool:
         transport = protocol.transport
         if transport is None:
             raise UpstreamError("broken", "connection closed")
+        # read_until_eof: a response with neither Content-Length nor chunked framing ends when
+        # the upstream closes (HTTP/1.1 section 6.3; PHP's built-in server answers so).
         protocol.set_response_params(skip_payload=method == "HEAD", auto_decompress=False,
-                                     read_bufsize=READ_BUFSIZE)
+                                     read_bufsize=READ_BUFSIZE, read_until_eof=True)
         sender: asyncio.Task[None] | None = None
         try:
             transport.write(head)

@@ -5,6 +5,9 @@ client's handshake is answered with the subprotocol the upstream chose. Neither 
 or closes by itself (autoping/autoclose off): pings are passed through as pings, and a close
 from one side is passed to the other with its code and reason, then answered.
 Open sessions are tracked so a draining gateway can close them with 1001 (going away).
+`WebSocketQuota` caps the WebSockets one signed-in user holds open in one gateway process
+(one student opened 3,000, each with an upstream connection and two pump tasks); the one over
+the cap is refused with a 429 page before the upstream is contacted.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from userland.platform.quota import PerUserQuota
 from userland.proxy.upstream import UpstreamError
 
 # Codes that must not appear in a close frame (RFC 6455 section 7.4.1); what to send instead.
 _NOT_SENDABLE = {1004, 1005, 1006, 1015}
 # How long a close being passed from one side to the other may take.
 CLOSE_TIMEOUT = 5.0
+
+
+WebSocketQuota = PerUserQuota  # WebSockets per user in this gateway process
 
 
 def sendable_close_code(code: int | None) -> int:
@@ -34,6 +41,20 @@ def sendable_close_code(code: int | None) -> int:
     if code in _NOT_SENDABLE or not (1000 <= code <= 4999):
         return int(WSCloseCode.OK)
     return code
+
+
+# Closing a WebSocket to an environment that is not running (asleep, waking): an application
+# code (4000-4999), 4503 after HTTP's "unavailable". docs/sleep.md explains it to site admins;
+# apps reconnect, and the page's reload wakes the environment.
+CLOSE_NOT_RUNNING = 4503
+
+
+async def refuse_websocket(request: web.Request, reason: str) -> web.WebSocketResponse:
+    """Accept the upgrade and close at once with CLOSE_NOT_RUNNING: never left hanging."""
+    ws = web.WebSocketResponse(protocols=requested_protocols(request)[:1], autoping=False)
+    await ws.prepare(request)
+    await ws.close(code=CLOSE_NOT_RUNNING, message=reason.encode()[:123])
+    return ws
 
 
 def is_websocket_upgrade(request: web.Request) -> bool:
@@ -68,13 +89,19 @@ class WebSocketPair:
 
 
 async def _pump(pair: WebSocketPair, source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-                sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
-    """Copy messages from `source` to `sink` until `source` closes; pass the close on."""
+                sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+                on_data: Callable[[int], None] | None = None) -> None:
+    """Copy messages from `source` to `sink` until `source` closes; pass the close on.
+    `on_data(size)` hears each data frame's size (the browser's side: activity)."""
     while True:
         msg = await source.receive()
         if msg.type is WSMsgType.TEXT:
+            if on_data is not None:
+                on_data(len(msg.data))
             await sink.send_str(msg.data)
         elif msg.type is WSMsgType.BINARY:
+            if on_data is not None:
+                on_data(len(msg.data))
             await sink.send_bytes(msg.data)
         elif msg.type is WSMsgType.PING:
             await sink.ping(msg.data)
@@ -99,6 +126,7 @@ async def _pump(pair: WebSocketPair, source: web.WebSocketResponse | aiohttp.Cli
 async def forward_websocket(
     request: web.Request, session: aiohttp.ClientSession, url: URL, headers: CIMultiDict[str],
     *, register: Callable[[WebSocketPair], None], unregister: Callable[[WebSocketPair], None],
+    on_client_data: Callable[[int], None] | None = None,
 ) -> web.WebSocketResponse:
     ws_url = url.with_scheme("wss" if url.scheme == "https" else "ws")
     try:
@@ -126,7 +154,7 @@ async def forward_websocket(
         await upstream.close()
         raise
     register(pair)
-    pumps = {asyncio.create_task(_pump(pair, client, upstream)),
+    pumps = {asyncio.create_task(_pump(pair, client, upstream, on_client_data)),
              asyncio.create_task(_pump(pair, upstream, client))}
     try:
         await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)

@@ -11,6 +11,7 @@ Only GitHub is faked, as a real local HTTP server (tests/fakes/).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
@@ -25,6 +26,10 @@ from userland.platform.kube import NAMESPACES, KubeClient
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The real-node suite runs only where a node is up: `make test-cluster` sets this variable and
+# runs tests/cluster/ alone; `make test` never collects it (fast, no root needed).
+collect_ignore = [] if os.environ.get("USERLAND_NODE_KUBECONFIG") else ["cluster"]
+
 # Identities in the API server's token file, for tests of the project's real RBAC roles.
 RBAC_USERS = {
     "operator-token": ("system:serviceaccount:userland-system:userland-operator",
@@ -33,6 +38,8 @@ RBAC_USERS = {
                       ("system:serviceaccounts", "system:authenticated")),
     "web-token": ("system:serviceaccount:userland-system:userland-web",
                   ("system:serviceaccounts", "system:authenticated")),
+    # A reader bound only by the test that uses it (tests/web/test_state.py: unreadable courses).
+    "web-reader-token": ("userland-test:web-reader", ("system:authenticated",)),
 }
 
 

@@ -20,12 +20,16 @@ from aiohttp.test_utils import TestClient
 from fakes.github import FakeGitHub
 from yarl import URL
 
-from userland.auth.routes import SESSION_COOKIE, setup_auth
+from userland.auth.origins import cookie_names
+from userland.auth.routes import setup_auth
 from userland.platform.sessions import RedisSessionStore, SessionStore
 from userland.platform.settings import Settings
 
 AUTH_TEST_DB = 9
-NONCE_COOKIE = "userland_login"
+# The harness's cookies are Secure unless a test says otherwise: the `__Host-` names.
+SESSION_COOKIE = cookie_names(secure=True).session
+NONCE_COOKIE = cookie_names(secure=True).nonce
+PLAIN_SESSION_COOKIE = cookie_names(secure=False).session
 
 
 def free_port() -> int:
@@ -35,14 +39,14 @@ def free_port() -> int:
 
 
 def create_test_app(settings: Settings, *, redis: redis.asyncio.Redis, store: SessionStore,
-                    allowed_hosts: Callable[[], set[str]] = lambda: set()) -> web.Application:
+                    template_hosts: Callable[[], set[str]] = lambda: set()) -> web.Application:
     app = web.Application()
 
     async def home(_: web.Request) -> web.Response:
         return web.Response(text="home")
 
     app.router.add_get("/", home)
-    setup_auth(app, settings, redis=redis, store=store, allowed_hosts=allowed_hosts)
+    setup_auth(app, settings, redis=redis, store=store, template_hosts=template_hosts)
     return app
 
 
@@ -68,6 +72,14 @@ class Harness:
     def public_url(self) -> str:
         return self.settings.public_url
 
+    @property
+    def session_cookie(self) -> str:
+        return cookie_names(self.settings.cookie_secure).session
+
+    @property
+    def nonce_cookie(self) -> str:
+        return cookie_names(self.settings.cookie_secure).nonce
+
     async def start_login(self, next_url: str | None = "/") -> tuple[str, str]:
         """GET /auth/login: returns the authorize URL and the browser nonce cookie."""
         params = {} if next_url is None else {"next": next_url}
@@ -75,8 +87,10 @@ class Harness:
         assert resp.status == 302, await resp.text()
         location = resp.headers["Location"]
         assert location.startswith(self.github.url + "/login/oauth/authorize?")
-        nonce = set_cookies(resp)[NONCE_COOKIE]
-        assert nonce["httponly"] and nonce["samesite"] == "Lax" and nonce["path"] == "/auth/"
+        nonce = set_cookies(resp)[self.nonce_cookie]
+        # Secure: `__Host-` (which requires Path=/); local http: only /auth/ needs it.
+        assert nonce["httponly"] and nonce["samesite"] == "Lax" and nonce["domain"] == ""
+        assert nonce["path"] == ("/" if self.settings.cookie_secure else "/auth/")
         return location, nonce.value
 
     async def authorize(self, authorize_url: str) -> str:
@@ -89,7 +103,7 @@ class Harness:
         return location
 
     async def callback(self, callback_url: str, nonce: str | None) -> aiohttp.ClientResponse:
-        headers = {"Cookie": f"{NONCE_COOKIE}={nonce}"} if nonce else {}
+        headers = {"Cookie": f"{self.nonce_cookie}={nonce}"} if nonce else {}
         return await self.client.get(URL(callback_url).path_qs, headers=headers, allow_redirects=False)
 
     async def login(self, login: str, next_url: str = "/") -> tuple[aiohttp.ClientResponse, str]:
@@ -98,10 +112,10 @@ class Harness:
         authorize_url, nonce = await self.start_login(next_url)
         resp = await self.callback(await self.authorize(authorize_url), nonce)
         assert resp.status == 302, await resp.text()
-        return resp, set_cookies(resp)[SESSION_COOKIE].value
+        return resp, set_cookies(resp)[self.session_cookie].value
 
     async def verify(self, cookie_id: str | None) -> aiohttp.ClientResponse:
-        headers = {"Cookie": f"{SESSION_COOKIE}={cookie_id}"} if cookie_id else {}
+        headers = {"Cookie": f"{self.session_cookie}={cookie_id}"} if cookie_id else {}
         return await self.client.get("/auth/verify", headers=headers)
 
 
@@ -127,7 +141,7 @@ class AppFactory:
         redis_client = redis or self.redis
         store = store or RedisSessionStore(redis_client, settings.session_ttl_seconds)
         allowed = set() if hosts is None else hosts
-        app = create_test_app(settings, redis=redis_client, store=store, allowed_hosts=lambda: set(allowed))
+        app = create_test_app(settings, redis=redis_client, store=store, template_hosts=lambda: set(allowed))
         client = await self._aiohttp_client(app, server_kwargs={"port": port, "host": "127.0.0.1"},
                                             cookie_jar=aiohttp.DummyCookieJar())
         return Harness(client=client, settings=settings, store=store, redis=redis_client,

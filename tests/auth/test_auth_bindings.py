@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from authflow import AppFactory, Harness
-from fakes.github import FakeUser
+import re
 
-from userland.auth.routes import SESSION_COOKIE
+from authflow import SESSION_COOKIE, AppFactory, Harness
+from fakes.github import FakeUser
 
 BINDING_KEY = "userland:login-id:dora"
 
@@ -97,3 +97,34 @@ async def test_binding_admin_routes_need_an_admin_and_the_csrf_token(make_app: A
     # invalid login names are a 400
     bad = await h.client.get("/auth/admin/bindings/-bad-", headers=_cookie(boss))
     assert bad.status == 400
+
+
+async def test_an_admins_browser_gets_a_page_with_the_release_form(make_app: AppFactory) -> None:
+    """The web UI's admin page sends its look-up here: a browser gets a page saying whose the
+    name is, with the form that releases it (the gateway session's own CSRF token), not JSON
+    that no page can act on."""
+    h = await make_app(admins=("boss",))
+    h.github.add_user("dora", 100)
+    h.github.add_user("boss", 1)
+    await h.login("dora")
+    _, boss = await h.login("boss")
+    html = {"Accept": "text/html,application/xhtml+xml", **_cookie(boss)}
+    resp = await h.client.get("/auth/admin/bindings/Dora", headers=html)
+    page = await resp.text()
+    assert resp.status == 200 and resp.content_type == "text/html", page
+    assert "dora" in page and "100" in page
+    form = re.search(r'<form method="post" action="([^"]+)">\s*'
+                     r'<input type="hidden" name="csrf" value="([^"]+)">', page)
+    assert form is not None, page
+    assert form.group(1) == "/auth/admin/bindings/dora/clear"
+    assert form.group(2) == await _session_csrf(h, boss)
+    released = await h.client.post(form.group(1), data={"csrf": form.group(2)},
+                                   headers={**_cookie(boss), "Origin": h.public_url})
+    assert released.status == 200 and "no longer bound" in await released.text()
+    assert await h.redis.hget(BINDING_KEY, "github_id") is None
+    # Unbound now: the page says so, with nothing to release.
+    again = await (await h.client.get("/auth/admin/bindings/dora", headers=html)).text()
+    assert "not bound" in again and "<form" not in again
+    # Scripts keep their JSON.
+    data = await (await h.client.get("/auth/admin/bindings/dora", headers=_cookie(boss))).json()
+    assert data == {"login": "dora", "github_id": None}

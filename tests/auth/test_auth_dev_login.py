@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import aiohttp
-from authflow import NONCE_COOKIE, AppFactory, Harness, set_cookies
+from authflow import PLAIN_SESSION_COOKIE as SESSION_COOKIE
+from authflow import AppFactory, Harness, set_cookies
 
 from userland.auth.dev_login import dev_github_id
-from userland.auth.routes import SESSION_COOKIE
 
 
 async def _form(h: Harness, next_url: str = "/") -> tuple[str, str]:
@@ -16,11 +16,11 @@ async def _form(h: Harness, next_url: str = "/") -> tuple[str, str]:
     assert resp.status == 200
     match = re.search(r'name="state" value="([^"]+)"', await resp.text())
     assert match is not None
-    return match.group(1), set_cookies(resp)[NONCE_COOKIE].value
+    return match.group(1), set_cookies(resp)[h.nonce_cookie].value
 
 
 async def _submit(h: Harness, state: str, nonce: str | None, login: str) -> aiohttp.ClientResponse:
-    headers = {"Cookie": f"{NONCE_COOKIE}={nonce}"} if nonce else {}
+    headers = {"Cookie": f"{h.nonce_cookie}={nonce}"} if nonce else {}
     return await h.client.post("/auth/dev-login", data={"state": state, "login": login},
                                headers=headers, allow_redirects=False)
 

@@ -6,17 +6,17 @@ import logging
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from authflow import NONCE_COOKIE, AppFactory, set_cookies
+from authflow import NONCE_COOKIE, PLAIN_SESSION_COOKIE, SESSION_COOKIE, AppFactory, set_cookies
 from fakes.github import s256
+from yarl import URL
 
-from userland.auth.routes import SESSION_COOKIE
 from userland.platform.sessions import session_key
 
 STATE_PREFIX = "userland:oauth-state:"
 
 
 async def test_happy_login_flow(make_app: AppFactory) -> None:
-    h = await make_app(cookie_domain="example.test")
+    h = await make_app()
     h.github.add_user("Alice", 1001, name="Alice A.")
     h.github.sign_in("alice")
 
@@ -52,7 +52,9 @@ async def test_happy_login_flow(make_app: AppFactory) -> None:
     assert session_cookie["httponly"] is True
     assert session_cookie["secure"] is True
     assert session_cookie["samesite"] == "Lax"
-    assert session_cookie["domain"] == "example.test"
+    # Secure cookies carry the __Host- prefix: host-only, Path=/, no sibling can set or shadow it.
+    assert SESSION_COOKIE == "__Host-userland_session"
+    assert session_cookie["domain"] == ""
     assert session_cookie["path"] == "/"
     assert int(session_cookie["max-age"]) == h.settings.session_ttl_seconds
     assert cookies[NONCE_COOKIE]["max-age"] == "0"  # the nonce cookie is removed
@@ -75,9 +77,10 @@ async def test_cookie_not_secure_when_settings_say_so(make_app: AppFactory) -> N
     h = await make_app(cookie_secure=False)
     h.github.add_user("bob", 2)
     resp, _ = await h.login("bob")
-    cookie = set_cookies(resp)[SESSION_COOKIE]
+    cookie = set_cookies(resp)[PLAIN_SESSION_COOKIE]  # local http: no __Host- (it needs Secure)
+    assert SESSION_COOKIE not in set_cookies(resp)
     assert cookie["secure"] == ""
-    assert cookie["domain"] == ""  # no cookie domain configured: host-only
+    assert cookie["domain"] == ""  # host-only, always
     assert cookie["httponly"] is True and cookie["samesite"] == "Lax"
 
 
@@ -152,6 +155,27 @@ async def test_callback_in_another_browser_is_a_403(make_app: AppFactory) -> Non
     callback_url = await h.authorize(authorize_url)
     assert (await h.callback(callback_url, "someone-elses-nonce")).status == 403
     assert h.github.token_requests == []  # the code was never even exchanged
+
+
+async def test_a_nonce_cookie_tossed_from_a_sibling_host_cannot_finish_a_login(make_app: AppFactory) -> None:
+    """Login CSRF by cookie tossing: mallory starts a login in her own browser and keeps its
+    nonce and GitHub's callback URL. Her environment (`mallory.ide.example.edu`, same site as
+    the platform) sets `userland_login=<nonce>; Domain=example.edu; Path=/auth/` in a victim's
+    browser and sends it to the callback, which then carries that cookie. With Secure cookies the
+    nonce cookie is `__Host-userland_login` (Path=/, no Domain), which no sibling can set, and a
+    cookie under any other name is not read. Before: the victim was signed in as mallory."""
+    h = await make_app()
+    assert NONCE_COOKIE == "__Host-userland_login"
+    h.github.add_user("mallory", 9)
+    h.github.sign_in("mallory")
+    for tossed in ("userland_login", "__Secure-userland_login"):
+        authorize_url, nonce = await h.start_login()
+        callback_url = await h.authorize(authorize_url)
+        resp = await h.client.get(URL(callback_url).path_qs, headers={"Cookie": f"{tossed}={nonce}"},
+                                  allow_redirects=False)
+        assert resp.status == 403, tossed
+        assert SESSION_COOKIE not in set_cookies(resp)
+    assert h.github.token_requests == []
 
 
 async def test_bad_code_is_a_400_page(make_app: AppFactory) -> None:
@@ -253,11 +277,12 @@ async def test_logins_are_case_insensitive(make_app: AppFactory) -> None:
 
 
 async def test_next_url_is_validated_at_the_callback(make_app: AppFactory) -> None:
-    h = await make_app(cookie_domain="example.test", hosts={"ide.gateway.test"})
+    h = await make_app(hosts={"ide.gateway.test"})
     h.github.add_user("kim", 40)
     for target, expected in [("https://evil.com/", "/"), ("//evil.com", "/"),
                              ("https://ide.gateway.test/lab", "https://ide.gateway.test/lab"),
-                             ("https://pma.example.test/", "https://pma.example.test/"),
+                             ("https://kim.ide.gateway.test/lab", "https://kim.ide.gateway.test/lab"),
+                             ("https://pma.example.test/", "/"),
                              ("/deep/link?x=1", "/deep/link?x=1")]:
         resp, _ = await h.login("kim", next_url=target)
         assert resp.headers["Location"] == expected, target

@@ -7,8 +7,7 @@ import pytest
 from userland.auth.redirects import safe_next
 
 PUBLIC = "https://userland.example.edu"
-COOKIE_DOMAIN = "example.edu"
-GATEWAY_HOSTS = {"ide.classroom.test", "pma.classroom.test:8443"}
+TEMPLATE_HOSTS = {"ide.classroom.test", "pma.classroom.test:8443", "ide.example.edu"}
 
 ALLOWED = [
     "/",
@@ -18,9 +17,9 @@ ALLOWED = [
     "https://userland.example.edu/",
     "https://userland.example.edu:443/x",
     "https://USERLAND.example.edu/x",
-    "https://example.edu/",
     "https://ide.example.edu/lab?tab=1",
-    "http://deep.sub.example.edu/",
+    "https://alice.ide.example.edu/lab",  # a student's origin under a Template host
+    "https://bob.pma.classroom.test/",
     "https://ide.classroom.test/",
     "https://pma.classroom.test/phpmyadmin",
 ]
@@ -42,6 +41,11 @@ REFUSED = [
     "https://evil.com/https://userland.example.edu",
     "https://userland.example.edu.evil.com/",
     "https://evilexample.edu/",  # suffix without a dot boundary
+    "https://example.edu/",  # the parent of a Template host is nobody's
+    "http://deep.sub.example.edu/",
+    "https://a.b.ide.example.edu/",  # only one label below a Template host
+    "https://-x.ide.example.edu/",  # not a login
+    "https://xide.example.edu/",
     "https://example.edu.evil.com/",
     "https://userland.example.edu@evil.com/",
     "https://evil.com@userland.example.edu/",  # user info is refused outright
@@ -65,8 +69,7 @@ REFUSED = [
 
 
 def check(target: str | None) -> str:
-    return safe_next(target, public_url=PUBLIC, cookie_domain=COOKIE_DOMAIN,
-                     allowed_hosts=lambda: set(GATEWAY_HOSTS))
+    return safe_next(target, public_url=PUBLIC, template_hosts=lambda: set(TEMPLATE_HOSTS))
 
 
 @pytest.mark.parametrize("target", ALLOWED)
@@ -79,9 +82,9 @@ def test_open_redirect_attempts_fall_back_to_root(target: str | None) -> None:
     assert check(target) == "/"
 
 
-def test_without_cookie_domain_only_public_and_gateway_hosts() -> None:
+def test_only_public_and_template_hosts_and_their_student_origins() -> None:
     def only(target: str) -> str:
-        return safe_next(target, public_url=PUBLIC, cookie_domain=None, allowed_hosts=lambda: {"ide.x.test"})
+        return safe_next(target, public_url=PUBLIC, template_hosts=lambda: {"ide.x.test"})
 
     assert only("https://userland.example.edu/a") == "https://userland.example.edu/a"
     assert only("https://ide.x.test/") == "https://ide.x.test/"
@@ -92,8 +95,7 @@ def test_gateway_hosts_are_read_on_every_call() -> None:
     hosts: set[str] = set()
 
     def current() -> str:
-        return safe_next("https://new.test/", public_url=PUBLIC, cookie_domain=None,
-                         allowed_hosts=lambda: hosts)
+        return safe_next("https://new.test/", public_url=PUBLIC, template_hosts=lambda: hosts)
 
     assert current() == "/"
     hosts.add("new.test")  # a Template with this routing host appeared

@@ -10,27 +10,32 @@
 - the gateway is the project's `create_app` served in-process on a loopback port with the
   runner options the real server uses, in upstream mode `local`, auth routes mounted;
 - each student's environment is the project's demo environment (`local/demo_env.py`) served on
-  127.0.0.1, named in its Service's `userland.dev/upstream` annotation; the public host's web
-  UI is the local setup's landing page (`local/landing.py`);
+  127.0.0.1, named in its Service's `userland.dev/upstream` annotation, with three more pages a
+  hostile or careless environment could serve (`environment_app`): a service worker with scope
+  `/` (and `Service-Worker-Allowed: /`) that rewrites every page it controls, a
+  `Cache-Control: public` page, and a page that plants them plus localStorage and a cookie; the
+  public host's web UI is the project's web UI (`userland.web.app.create_app`) with its own watches;
 - GitHub is the fake (tests/fakes/github.py), a real local HTTP server, here with an HTML
   consent page (buttons "Authorize as <login>" and "Cancel") in front of its authorize endpoint.
 
-Names: the platform is `http://userland.localhost:<port>` (Chromium resolves `*.localhost` to
-loopback). Chromium refuses `Domain=localhost` cookies (checked: `localhost` is treated as a
-top-level domain), so a session cookie cannot be shared between `userland.localhost` and
-`ide.localhost`: the students' Template is routed by path prefix (`/ide/`) on the platform's
-own host, with host-only cookies. A second Template routed by host `ide.localhost` shows that
-the gateway matches a Host header with a port.
+Names: the platform is `http://userland.localhost:<port>` (Chromium resolves `*.localhost`,
+however deep, to loopback). The students' Template is routed by host `ide.localhost`, so alice's
+environment is her own origin `http://alice.ide.localhost:<port>` and bob's
+`http://bob.ide.localhost:<port>`, each with its own host-only cookie from the handoff.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import html
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import web
@@ -39,22 +44,54 @@ from playwright.async_api import Browser, async_playwright
 
 from tests.fakes.github import API_PREFIX, FakeGitHub
 from tests.operator.support import template_body, userland_body
-from userland.local import demo_env, landing
+from userland.local import demo_env
 from userland.local.controlplane import free_port
 from userland.platform import naming
 from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.settings import Settings
 from userland.proxy.app import RUNNER_KWARGS, create_app
+from userland.web.app import create_app as create_web_app
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+IDENTITY_SECRET = "i" * 40
 BROWSER_TEST_DB = 12  # tests/auth use 9, the proxy tests 0
 STUDENTS = {"alice": 1001, "bob": 1002}
 TEMPLATE = "ide"
-PREFIX = "/ide/"
-HOST_TEMPLATE = "hosted"
 TEMPLATE_HOST = "ide.localhost"
+
+# A service worker as an environment could register it: it controls every page of its origin
+# and rewrites them (marking them with an element #hijacked); on a shared origin it rewrote
+# every student's pages.
+SERVICE_WORKER = """
+self.addEventListener("install", (event) => self.skipWaiting());
+self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
+self.addEventListener("fetch", (event) => {
+  if (event.request.mode !== "navigate") return;
+  event.respondWith(fetch(event.request).then(async (response) => {
+    const type = response.headers.get("Content-Type") || "";
+    if (response.type === "opaqueredirect" || !type.includes("text/html")) return response;
+    const text = await response.text();
+    const mark = `<p id="hijacked">rewritten by OWNER's service worker</p>`;
+    return new Response(text.replace("<body>", "<body>" + mark),
+                        {status: response.status, headers: response.headers});
+  }));
+});
+"""
+PLANT = """<!doctype html><html><head><meta charset="utf-8"><title>planting</title></head><body>
+<p id="state">planting</p>
+<script>
+(async () => {
+  localStorage.setItem("secret", "OWNER's token");
+  document.cookie = "app_secret=OWNER; path=/";
+  await (await caches.open("ide")).put("/cached-by-script", new Response("OWNER's cache"));
+  await fetch("/cacheable");
+  await navigator.serviceWorker.register("/static/sw.js", {scope: "/"});
+  await navigator.serviceWorker.ready;
+  document.getElementById("state").textContent = "planted";
+})().catch((error) => { document.getElementById("state").textContent = "failed: " + error; });
+</script></body></html>"""
 
 _CONSENT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Authorize application - Fake GitHub</title>
@@ -144,8 +181,12 @@ class Platform:
     github: ConsentGitHub
 
     @property
-    def env_url(self) -> str:
-        return self.url + PREFIX
+    def template_url(self) -> str:
+        """The Template's bare host: it sends each student on to their own origin."""
+        return f"http://{TEMPLATE_HOST}:{self.port}/"
+
+    def origin(self, login: str) -> str:
+        return f"http://{login}.{TEMPLATE_HOST}:{self.port}"
 
     @property
     def authorize_url(self) -> str:
@@ -172,6 +213,42 @@ async def github() -> AsyncIterator[ConsentGitHub]:
         yield fake
     finally:
         await fake.close()
+
+
+def environment_app(user: str) -> web.Application:
+    """The demo environment of `user`, plus the pages of the shared-browser attacks."""
+    app = web.Application()
+    app[demo_env.OWNER] = user
+    app[demo_env.TEMPLATE] = TEMPLATE
+
+    async def service_worker(_: web.Request) -> web.Response:
+        return web.Response(text=SERVICE_WORKER.replace("OWNER", user), content_type="application/javascript",
+                            headers={"Service-Worker-Allowed": "/", "Cache-Control": "no-cache"})
+
+    async def cacheable(_: web.Request) -> web.Response:
+        return web.Response(text=f"{user}'s cacheable page",
+                            headers={"Cache-Control": "public, max-age=3600"})
+
+    async def plant(_: web.Request) -> web.Response:
+        return web.Response(text=PLANT.replace("OWNER", user), content_type="text/html")
+
+    app.router.add_get("/static/sw.js", service_worker)
+    app.router.add_get("/cacheable", cacheable)
+    app.router.add_get("/plant", plant)
+    app.router.add_route("GET", "/{tail:.*}", demo_env.page)
+    return app
+
+
+async def _wait_healthy(url: str, timeout: float = 30.0) -> None:
+    async with aiohttp.ClientSession() as http:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.get(url) as response:
+                    if response.status == 200:
+                        return
+            assert time.monotonic() < deadline, f"{url} never became healthy"
+            await asyncio.sleep(0.05)
 
 
 async def _serve(app: web.Application, port: int | None = None, **kwargs: Any) -> TestServer:
@@ -205,20 +282,21 @@ async def platform(kube: KubeClient, namespace: str, redis_url: str,
     await redis_client.flushdb()
     try:
         await kube.create(TEMPLATES, namespace, template_body(
-            TEMPLATE, displayName="Python IDE", routing={"pathPrefix": PREFIX}))
-        await kube.create(TEMPLATES, namespace, template_body(
-            HOST_TEMPLATE, displayName="Hosted IDE", routing={"host": TEMPLATE_HOST}))
+            TEMPLATE, displayName="Python IDE", routing={"host": TEMPLATE_HOST}))
         for user in STUDENTS:
-            server = await _serve(demo_env.create_app(user, TEMPLATE))
+            server = await _serve(environment_app(user))
             servers.append(server)
             await _environment(kube, namespace, user, f"http://127.0.0.1:{server.port}")
-        web_ui = await _serve(landing.create_app(kube, namespace))
-        servers.append(web_ui)
-
         port = free_port()
         public_url = f"http://userland.localhost:{port}"
+        web_ui = await _serve(create_web_app(Settings(
+            redis_url=db_url, identity_secret=IDENTITY_SECRET, public_url=public_url, cookie_secure=False),
+            kube=kube))
+        servers.append(web_ui)
+        await _wait_healthy(f"http://127.0.0.1:{web_ui.port}/healthz")
+
         settings = Settings(
-            namespaces=(namespace,), redis_url=db_url, identity_secret="i" * 40,
+            namespaces=(namespace,), redis_url=db_url, identity_secret=IDENTITY_SECRET,
             github_client_id=github.client_id, github_client_secret=github.client_secret,
             github_url=github.url, github_api_url=github.api_url,
             public_url=public_url, web_url=f"http://127.0.0.1:{web_ui.port}",

@@ -84,8 +84,10 @@ class FakeGitHub:
         app.router.add_get(API_PREFIX + "/user/teams", self.user_teams)
         return app
 
-    async def start(self) -> None:
-        self._server = TestServer(self.app(), host="127.0.0.1")
+    async def start(self, host: str = "127.0.0.1") -> None:
+        """Listen on a free port of `host` (the real-node suite uses the node's address, which
+        the gateway's Pods reach)."""
+        self._server = TestServer(self.app(), host=host)
         await self._server.start_server()
 
     async def close(self) -> None:

@@ -200,6 +200,54 @@ async def test_userland_status_subresource(kube: KubeClient, namespace: str) -> 
     assert "status.phase" in caught.value.message
 
 
+async def test_empty_strings_are_accepted_as_upstream_kubernetes_does(kube: KubeClient,
+                                                                      namespace: str) -> None:
+    """A real 1.20 accepts "" in a custom resource; our build carries kube-openapi#230 so that
+    ours does too (without it: 'must be of type string: "null"')."""
+    created = await kube.create(TEMPLATES, namespace, template(displayName="", description=""))
+    assert created["spec"]["displayName"] == ""
+    await kube.create(USERLANDS, namespace, userland("koba1t", name="vscode-koba1t"))
+    condition = {**READY, "message": "", "reason": "Ready"}
+    patched = await kube.merge_patch(USERLANDS, namespace, "vscode-koba1t",
+                                     {"status": {"phase": "Ready", "conditions": [condition]}},
+                                     subresource="status")
+    assert patched["status"]["conditions"][0]["message"] == ""
+
+
+async def test_sleep_fields_are_accepted_and_mistakes_refused_with_the_field_named(
+        kube: KubeClient, namespace: str) -> None:
+    schedule = {"timeZone": "Europe/Berlin", "wakeBefore": "10m",
+                "lectures": [{"days": ["Mon", "Wed"], "start": "09:15", "end": "10:45"}]}
+    created = await kube.create(TEMPLATES, namespace, template(
+        idleTimeout="1h", activity={"backgroundPaths": ["/api/kernels*"], "quietFrameBytes": 26},
+        schedule=schedule))
+    assert created["spec"]["schedule"]["lectures"][0]["days"] == ["Mon", "Wed"]
+    mistakes = [
+        ({"activity": {"backgroundPaths": ["api/kernels"]}}, "spec.activity.backgroundPaths"),
+        ({"activity": {"quietFrameBytes": -1}}, "spec.activity.quietFrameBytes"),
+        ({"schedule": {**schedule, "lectures": [{"days": ["Monday"], "start": "09:15", "end": "10:45"}]}},
+         "spec.schedule.lectures"),
+        ({"schedule": {**schedule, "lectures": [{"days": ["Mon"], "start": "9:15", "end": "10:45"}]}},
+         "spec.schedule.lectures"),
+        ({"schedule": {"timeZone": "UTC", "lectures": []}}, "spec.schedule.lectures"),
+    ]
+    for index, (spec, field) in enumerate(mistakes):
+        body = template(**spec)
+        body["metadata"]["name"] = f"wrong{index}"
+        with pytest.raises(Invalid) as caught:
+            await kube.create(TEMPLATES, namespace, body)
+        assert field in caught.value.message, (spec, caught.value.message)
+    await kube.create(USERLANDS, namespace, userland("koba1t", name="vscode-koba1t"))
+    patched = await kube.merge_patch(USERLANDS, namespace, "vscode-koba1t", {"status": {
+        "phase": "Idle", "sleepingSince": "2026-11-23T09:00:00Z", "progress": ["Scheduled"]}},
+        subresource="status")
+    assert patched["status"]["progress"] == ["Scheduled"]
+    with pytest.raises(Invalid) as caught:
+        await kube.merge_patch(USERLANDS, namespace, "vscode-koba1t", {"status": {"progress": ["Booted"]}},
+                               subresource="status")
+    assert "status.progress" in caught.value.message
+
+
 async def test_template_status_subresource(kube: KubeClient, namespace: str) -> None:
     await kube.create(TEMPLATES, namespace, template())
     status = {"userlands": 3, "observedGeneration": 1, "conditions": [READY]}
@@ -282,8 +330,10 @@ async def test_printer_columns_in_kubectl_get(control_plane: ControlPlane, kube:
 # --- the example Templates ---------------------------------------------------------------------
 
 
-EXAMPLES = {name: yaml.safe_load((REPO / "deploy" / "examples" / name).read_text())
-            for name in ("template-vscode.yaml", "template-mariadb-phpmyadmin.yaml")}
+EXAMPLES = {path.name: yaml.safe_load(path.read_text())
+            for path in (REPO / "deploy" / "course" / "template-vscode.yaml",
+                         REPO / "deploy" / "examples" / "template-jupyterlab.yaml",
+                         REPO / "deploy" / "examples" / "template-mariadb-phpmyadmin.yaml")}
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

@@ -2,7 +2,8 @@
 
 Real: the control plane (RBAC authorizer), kubectl (`auth can-i --as=...`, impersonation by
 the cluster-admin kubeconfig), and the ServiceAccounts' own bearer tokens (the token file
-entries in tests/conftest.py) for a few real requests.
+entries in tests/conftest.py) for a few real requests. The web UI's role, bound per course
+namespace, is tested in test_rbac_web.py.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import DEPLOYMENTS, PODS, TEMPLATES, USERLANDS, KubeClient, PermanentError
+from userland.platform.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient, PermanentError
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = "/usr/bin/kubectl"
 SYSTEM = "userland-system"
-CLASSROOM = "classroom"  # any namespace: the roles are cluster-wide
+CLASSROOM = "classroom"  # any namespace: these roles are cluster-wide
+# The web UI's role is bound per course namespace: tests/integration/test_rbac_web.py.
 
 
 def sa(name: str) -> str:
@@ -43,37 +45,15 @@ def rbac(control_plane: ControlPlane) -> ControlPlane:
 
 # who, verb, resource (with group), subresource, namespace, allowed
 CAN_I = [
-    # web: manages Userlands, reads the rest; never Templates, Deployments or Pods.
-    ("web", "create", "userlands.userland.dev", "", CLASSROOM, True),
-    ("web", "delete", "userlands.userland.dev", "", CLASSROOM, True),
-    ("web", "patch", "userlands.userland.dev", "", CLASSROOM, True),
-    ("web", "update", "userlands.userland.dev", "", CLASSROOM, True),
-    ("web", "watch", "userlands.userland.dev", "", CLASSROOM, True),
-    ("web", "patch", "userlands.userland.dev", "status", CLASSROOM, False),
-    ("web", "list", "templates.userland.dev", "", CLASSROOM, True),
-    ("web", "create", "templates.userland.dev", "", CLASSROOM, False),
-    ("web", "patch", "templates.userland.dev", "", CLASSROOM, False),
-    ("web", "update", "templates.userland.dev", "", CLASSROOM, False),
-    ("web", "delete", "templates.userland.dev", "", CLASSROOM, False),
-    ("web", "get", "deployments.apps", "", CLASSROOM, True),
-    ("web", "create", "deployments.apps", "", CLASSROOM, False),
-    ("web", "patch", "deployments.apps", "", CLASSROOM, False),
-    ("web", "patch", "deployments.apps", "scale", CLASSROOM, False),
-    ("web", "list", "pods", "", CLASSROOM, True),
-    ("web", "create", "pods", "", CLASSROOM, False),
-    ("web", "create", "pods", "exec", CLASSROOM, False),
-    ("web", "list", "events", "", CLASSROOM, True),
-    ("web", "create", "services", "", CLASSROOM, False),
-    ("web", "get", "secrets", "", CLASSROOM, False),
-    ("web", "create", "replicasets.apps", "", CLASSROOM, False),
-    ("web", "create", "jobs.batch", "", CLASSROOM, False),
-    # gateway: reads routing data, creates Userlands (selfService), nothing more.
+    # gateway: reads routing data, creates Userlands (selfService), patches them (last-activity
+    # only, in code), nothing more.
     ("gateway", "list", "templates.userland.dev", "", CLASSROOM, True),
     ("gateway", "watch", "userlands.userland.dev", "", CLASSROOM, True),
     ("gateway", "watch", "services", "", CLASSROOM, True),
     ("gateway", "create", "userlands.userland.dev", "", CLASSROOM, True),
     ("gateway", "delete", "userlands.userland.dev", "", CLASSROOM, False),
-    ("gateway", "patch", "userlands.userland.dev", "", CLASSROOM, False),
+    ("gateway", "patch", "userlands.userland.dev", "", CLASSROOM, True),
+    ("gateway", "patch", "userlands.userland.dev", "status", CLASSROOM, False),
     ("gateway", "patch", "templates.userland.dev", "", CLASSROOM, False),
     ("gateway", "create", "services", "", CLASSROOM, False),
     ("gateway", "get", "pods", "", CLASSROOM, False),
@@ -93,6 +73,11 @@ CAN_I = [
     ("operator", "create", "userlands.userland.dev", "", CLASSROOM, False),
     ("operator", "delete", "userlands.userland.dev", "", CLASSROOM, False),
     ("operator", "create", "templates.userland.dev", "", CLASSROOM, False),
+    # A Template's podSpec runs in every student's pod: the operator's token must not rewrite it.
+    ("operator", "patch", "templates.userland.dev", "", CLASSROOM, False),
+    ("operator", "update", "templates.userland.dev", "", CLASSROOM, False),
+    ("operator", "delete", "templates.userland.dev", "", CLASSROOM, False),
+    ("operator", "patch", "templates.userland.dev", "status", CLASSROOM, True),
     ("operator", "create", "events", "", CLASSROOM, True),
     ("operator", "delete", "events", "", CLASSROOM, False),
     ("operator", "create", "pods", "", CLASSROOM, False),
@@ -126,22 +111,20 @@ SELF_REVIEW = {"selfsubjectaccessreviews.authorization.k8s.io": {"create"},
 READ = {"get", "list", "watch"}
 CHILD = READ | {"create", "patch", "update", "delete"}
 GRANTS = {
-    ("web", CLASSROOM): {
-        "userlands.userland.dev": READ | {"create", "delete", "patch", "update"},
-        "templates.userland.dev": READ, "pods": READ, "deployments.apps": READ, "events": READ,
-    },
     ("gateway", CLASSROOM): {
-        "userlands.userland.dev": READ | {"create"}, "templates.userland.dev": READ,
+        # patch: userland.dev/last-activity, for sleeping and waking (proxy/activity.py).
+        "userlands.userland.dev": READ | {"create", "patch"}, "templates.userland.dev": READ,
         "services": READ,
     },
     ("operator", CLASSROOM): {
         "userlands.userland.dev": READ | {"patch", "update"},
-        "templates.userland.dev": READ | {"patch", "update"},
+        "templates.userland.dev": READ,
         "userlands.userland.dev/status": {"patch", "update"},
         "templates.userland.dev/status": {"patch", "update"},
         "userlands.userland.dev/finalizers": {"update"},
         "deployments.apps": CHILD, "services": CHILD, "persistentvolumeclaims": CHILD,
         "networkpolicies.networking.k8s.io": CHILD, "events": {"create", "patch"},
+        "pods": READ,  # status.progress, never a write
     },
 }
 GRANTS[("operator", SYSTEM)] = {**GRANTS[("operator", CLASSROOM)],
@@ -167,14 +150,6 @@ def test_granted_rules_are_exactly_these(rbac: ControlPlane, who: str, namespace
 
 
 @pytest.fixture
-async def as_web(rbac: ControlPlane, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    # "web-token" is the userland-web ServiceAccount in the API server's token file (conftest).
-    path = rbac.write_kubeconfig(tmp_path / "web.kubeconfig", "web-token")
-    async with await KubeClient.connect(str(path)) as client:
-        yield client
-
-
-@pytest.fixture
 async def as_gateway(rbac: ControlPlane, tmp_path: Path) -> AsyncIterator[KubeClient]:
     path = rbac.write_kubeconfig(tmp_path / "gateway.kubeconfig", "gateway-token")
     async with await KubeClient.connect(str(path)) as client:
@@ -183,29 +158,6 @@ async def as_gateway(rbac: ControlPlane, tmp_path: Path) -> AsyncIterator[KubeCl
 
 USERLAND = {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
             "metadata": {"name": "vscode-koba1t"}, "spec": {"user": "koba1t", "template": "vscode"}}
-DEPLOYMENT = {
-    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "anything"},
-    "spec": {"selector": {"matchLabels": {"app": "x"}},
-             "template": {"metadata": {"labels": {"app": "x"}},
-                          "spec": {"containers": [{"name": "x", "image": "busybox"}]}}},
-}
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "anything"},
-       "spec": {"containers": [{"name": "x", "image": "busybox"}]}}
-TEMPLATE = {"apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {"name": "evil"},
-            "spec": {"routing": {"host": "x.example.edu"}, "port": 80,
-                     "podSpec": {"containers": [{"name": "x", "image": "busybox"}]}}}
-
-
-async def test_web_token_manages_userlands_but_cannot_run_pods(as_web: KubeClient,
-                                                               namespace: str) -> None:
-    created = await as_web.create(USERLANDS, namespace, USERLAND)
-    assert created["metadata"]["name"] == "vscode-koba1t"
-    await as_web.merge_patch(USERLANDS, namespace, "vscode-koba1t", {"spec": {"suspended": True}})
-    for resource, body in ((DEPLOYMENTS, DEPLOYMENT), (PODS, POD), (TEMPLATES, TEMPLATE)):
-        with pytest.raises(PermanentError) as caught:
-            await as_web.create(resource, namespace, body)
-        assert caught.value.status == 403, resource.kind
-    await as_web.delete(USERLANDS, namespace, "vscode-koba1t")
 
 
 async def test_gateway_token_creates_but_cannot_delete_userlands(as_gateway: KubeClient,
@@ -216,3 +168,89 @@ async def test_gateway_token_creates_but_cannot_delete_userlands(as_gateway: Kub
     with pytest.raises(PermanentError) as caught:
         await as_gateway.delete(USERLANDS, namespace, "vscode-koba1t")
     assert caught.value.status == 403
+
+
+# --- the operator's least privilege, with its own token ----------------------------------------
+
+TEMPLATE = {"apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {"name": "evil"},
+            "spec": {"routing": {"host": "x.example.edu"}, "port": 80,
+                     "podSpec": {"containers": [{"name": "x", "image": "busybox"}]}}}
+
+
+@pytest.fixture
+async def as_operator(rbac: ControlPlane, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    path = rbac.write_kubeconfig(tmp_path / "operator.kubeconfig", "operator-token")
+    async with await KubeClient.connect(str(path)) as client:
+        yield client
+
+
+async def test_operator_token_cannot_rewrite_a_templates_pod_spec(
+        as_operator: KubeClient, kube: KubeClient, namespace: str) -> None:
+    await kube.create(TEMPLATES, namespace, TEMPLATE)
+    assert (await as_operator.get(TEMPLATES, namespace, "evil"))["metadata"]["name"] == "evil"
+    evil_pod = {"spec": {"podSpec": {"containers": [{"name": "x", "image": "attacker/miner"}]}}}
+    with pytest.raises(PermanentError) as caught:
+        await as_operator.merge_patch(TEMPLATES, namespace, "evil", evil_pod)
+    assert caught.value.status == 403
+    template = await kube.get(TEMPLATES, namespace, "evil")
+    assert template["spec"]["podSpec"]["containers"][0]["image"] == "busybox"
+    # Its status is the operator's to write.
+    await as_operator.merge_patch(TEMPLATES, namespace, "evil", {"status": {"userlands": 0}},
+                                  subresource="status")
+
+
+async def test_operator_works_with_only_its_own_rbac(
+        rbac: ControlPlane, tmp_path: Path, kube: KubeClient, namespace: str) -> None:
+    """The real Controller with the operator's token: children, statuses, the storage finalizer."""
+    import asyncio
+
+    from tests.operator.support import eventually, template_body, userland_body
+    from userland.operator.controller import Controller
+    from userland.platform.kube import PVCS, SERVICES, NotFound
+    from userland.platform.settings import Settings
+
+    await kube.create(TEMPLATES, namespace, template_body(
+        "scratch", storage={"size": "1Gi", "mountPath": "/work", "reclaimPolicy": "Delete"}))
+    await kube.create(USERLANDS, namespace, userland_body("ann", "scratch"))
+    path = rbac.write_kubeconfig(tmp_path / "operator.kubeconfig", "operator-token")
+    client = await KubeClient.connect(str(path))
+    controller = Controller(client, Settings(namespaces=(namespace,), public_url="https://u.example.edu"),
+                            workers=2)
+    tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
+    try:
+        await asyncio.wait_for(controller.wait_synced(), 30)
+
+        async def children() -> bool:
+            for resource, name in ((DEPLOYMENTS, "scratch-ann"), (SERVICES, "scratch-ann-svc"),
+                                   (PVCS, "scratch-ann-data")):
+                await kube.get(resource, namespace, name)
+            userland = await kube.get(USERLANDS, namespace, "scratch-ann")
+            template = await kube.get(TEMPLATES, namespace, "scratch")
+            return bool(userland.get("status", {}).get("phase") and template.get("status")
+                        and userland["metadata"].get("finalizers"))
+
+        async def check() -> bool:
+            try:
+                return await children()
+            except NotFound:
+                return False
+
+        await eventually(check)
+        await kube.delete(USERLANDS, namespace, "scratch-ann")
+
+        async def userland_gone() -> bool:
+            try:
+                await kube.get(USERLANDS, namespace, "scratch-ann")
+            except NotFound:
+                return True
+            return False
+
+        await eventually(userland_gone)  # the finalizer was removed with the operator's token
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.wait_for(controller.events.flush(), 10)
+        await controller.events.close()
+        controller.queue.close()
+        await client.close()

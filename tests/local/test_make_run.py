@@ -12,10 +12,13 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import aiohttp.abc
 import pytest
 
 from userland.local.controlplane import free_port
@@ -84,17 +87,37 @@ async def read_until_ready(process: asyncio.subprocess.Process, lines: list[str]
             return
 
 
-async def dev_login(http: aiohttp.ClientSession, base: str, login: str) -> aiohttp.ClientResponse:
-    """Open /demo/ signed out, follow the redirects to the form, submit it; the final response."""
-    async with http.get(f"{base}/demo/", headers=HTML) as form_page:
+class LoopbackResolver(aiohttp.abc.AbstractResolver):
+    """`*.localhost` is this machine, as browsers resolve it (the C library may not)."""
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[Any]:
+        assert host == "localhost" or host.endswith(".localhost"), host
+        return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
+
+    async def close(self) -> None:
+        pass
+
+
+def browser() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True),
+                                 connector=aiohttp.TCPConnector(resolver=LoopbackResolver()))
+
+
+async def dev_login(http: aiohttp.ClientSession, port: int, login: str) -> aiohttp.ClientResponse:
+    """Open the demo Template's address signed out, follow the redirects (to the platform's
+    handoff, its login, the form), submit the form; the final response."""
+    async with http.get(f"http://demo.localhost:{port}/", headers=HTML) as form_page:
         assert form_page.status == 200, await form_page.text()
         assert form_page.url.path == "/auth/dev-login"
-        assert [r.status for r in form_page.history] == [302, 302]
+        assert [(r.status, r.url.host, r.url.path) for r in form_page.history] == [
+            (302, "demo.localhost", "/"), (302, "localhost", "/auth/handoff"),
+            (302, "localhost", "/auth/login")]
         form = await form_page.text()
     state = re.search(r'name="state" value="([^"]+)"', form)
     assert state, form
-    response = await http.post(f"{base}/auth/dev-login", data={"state": state.group(1), "login": login},
-                               headers=HTML)
+    response = await http.post(f"http://localhost:{port}/auth/dev-login",
+                               data={"state": state.group(1), "login": login}, headers=HTML)
     return response
 
 
@@ -115,48 +138,70 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
     try:
         await asyncio.wait_for(read_until_ready(process, lines), STARTUP_TIMEOUT)
         output = "".join(lines)
-        assert f"Open        {base}/demo/" in output
+        assert f"Open        http://demo.localhost:{port}/" in output
+        assert f"such as http://alice.demo.localhost:{port}/" in output
         assert f"export KUBECONFIG={state_dir}/kubeconfig" in output
         started = descendants(process.pid)
-        # etcd, apiserver, controller-manager, redis, operator, gateway, two demo environments
-        assert len(started) >= 8, started
+        # etcd, apiserver, controller-manager, redis, operator, web UI, gateway (the demo
+        # environments are served by the runner itself)
+        assert len(started) >= 7, started
+        assert "Web UI      " in output and "teacher (instructor" in output and "admin (admin)" in output
         # The operator reports where each student reaches their environment.
         async with await KubeClient.connect(str(state_dir / "kubeconfig")) as kube:
             status = (await kube.get(USERLANDS, "classroom", "demo-alice")).get("status") or {}
-        assert status.get("url") == f"{base}/demo/", status
+        alice_origin = f"http://alice.demo.localhost:{port}"
+        assert status.get("url") == f"{alice_origin}/", status
 
-        jar = aiohttp.CookieJar(unsafe=True)
-        async with aiohttp.ClientSession(cookie_jar=jar) as alice:
-            response = await dev_login(alice, base, "alice")
+        async with browser() as alice:
+            response = await dev_login(alice, port, "alice")
             async with response:
                 assert response.status == 200, await response.text()
-                assert response.url.path == "/demo/"
+                assert (response.url.host, response.url.path) == ("alice.demo.localhost", "/")
                 page = await response.text()
             assert '<code id="owner">alice</code>' in page
             assert 'X-User: <code id="x-user">alice</code>' in page
             assert '<td id="signature">present</td>' in page
             # A spoofed identity header is replaced by the gateway.
-            async with alice.get(f"{base}/demo/x", headers={**HTML, "X-User": "bob"}) as spoofed:
+            async with alice.get(f"{alice_origin}/x", headers={**HTML, "X-User": "bob"}) as spoofed:
                 text = await spoofed.text()
-                assert 'id="x-user">alice<' in text and '<code id="path">/demo/x</code>' in text
+                assert 'id="x-user">alice<' in text and '<code id="path">/x</code>' in text
+            # The platform's own host is the web UI: a student lands on their environments.
             async with alice.get(f"{base}/", headers=HTML) as home:
                 text = await home.text()
                 assert home.status == 200, text
-                assert "Signed in as <strong>alice</strong>" in text and '<a href="demo/">' in text
-            async with alice.ws_connect(f"{base}/demo/ws") as ws:
+                assert home.url.path == "/me"
+                assert "My environments" in text and f'href="{alice_origin}/"' in text and "bob" not in text
+            async with alice.get(f"{base}/courses/classroom", headers=HTML) as refused:
+                assert refused.status == 404
+            async with alice.ws_connect(f"{alice_origin}/ws", origin=alice_origin) as ws:
                 await ws.send_str("hello through the gateway")
                 assert await ws.receive_str(timeout=10) == "hello through the gateway"
 
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as bob:
-            response = await dev_login(bob, base, "bob")
+        async with browser() as bob:
+            response = await dev_login(bob, port, "bob")
             async with response:
                 page = await response.text()
+                assert response.url.host == "bob.demo.localhost"
             assert '<code id="owner">bob</code>' in page and "alice" not in page
-            async with bob.get(f"{base}/demo/", headers={**HTML, "X-User": "alice"}) as again:
-                assert "alice" not in await again.text()
+            # Alice's origin is not his: a 403 page with a link to his own.
+            async with bob.get(f"{alice_origin}/", headers={**HTML, "X-User": "alice"}) as theirs:
+                assert theirs.status == 403
+                text = await theirs.text()
+                assert f'href="http://bob.demo.localhost:{port}/"' in text and "owner" not in text
 
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as mallory:
-            response = await dev_login(mallory, base, "mallory")
+        # The instructor named on the course sees the class dashboard through the gateway.
+        async with browser() as teacher:
+            response = await dev_login(teacher, port, "teacher")
+            response.close()
+            async with teacher.get(f"{base}/", headers=HTML) as home:
+                assert home.url.path == "/courses" and "Classroom (local)" in await home.text()
+            async with teacher.get(f"{base}/courses/classroom", headers=HTML) as dashboard:
+                text = await dashboard.text()
+                assert dashboard.status == 200, text
+                assert 'id="student-alice"' in text and 'id="student-bob"' in text and "Ready" in text
+
+        async with browser() as mallory:
+            response = await dev_login(mallory, port, "mallory")
             async with response:
                 assert response.status == 403
                 assert "alice" not in await response.text()

@@ -1,16 +1,19 @@
-"""The local runner against the real control plane: processes, Service annotation, Pod status.
+"""The local runner against the real control plane: it plays the kubelet for the Pods the real
+deployment and replicaset controllers make.
 
 The Deployments and Services are made here the way the operator makes them (same names and
-labels); the real deployment and replicaset controllers create the Pods and report the
-Deployment available once the runner has marked its Pods Ready.
+labels). Real: the control plane, the processes (Debian's python3 and sh as stand-ins for the
+apps), the runner's unprivileged user when the tests run as root, /proc.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,51 +22,101 @@ import aiohttp
 import pytest
 
 from tests.operator.support import eventually
+from userland.local.controlplane import free_port
 from userland.local.runner import LocalRunner
+from userland.local.users import environment_user
 from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, PODS, SERVICES, KubeClient
+from userland.platform.kube import DEPLOYMENTS, EVENTS, PODS, SERVICES, USERLANDS, KubeClient
 
 JSON = dict[str, Any]
+PY = "/usr/bin/python3"  # Debian's: reachable by the environments' unprivileged user
 
 
 def labels(user: str, template: str) -> dict[str, str]:
-    return {naming.LABEL_USER: user, naming.LABEL_TEMPLATE: template,
-            naming.LABEL_USERLAND: f"{template}-{user}", naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+    return {
+        naming.LABEL_USER: user,
+        naming.LABEL_TEMPLATE: template,
+        naming.LABEL_USERLAND: f"{template}-{user}",
+        naming.LABEL_MANAGED_BY: naming.MANAGED_BY,
+    }
 
 
-def deployment_body(user: str, template: str, container: JSON | None = None) -> JSON:
+def deployment_body(user: str, template: str, *containers: JSON, claim: str | None = None) -> JSON:
     selector = {naming.LABEL_USER: user, naming.LABEL_TEMPLATE: template}
-    container = container or {"name": "ide", "image": "demo:1", "command": ["no-such-ide-here"],
-                              "args": ["--port", "8080", "--user", user]}
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": naming.deployment_name(template, user), "labels": labels(user, template)},
-            "spec": {"replicas": 1, "selector": {"matchLabels": selector},
-                     "template": {"metadata": {"labels": labels(user, template)},
-                                  "spec": {"containers": [container]}}}}
+    if not containers:
+        containers = (
+            {
+                "name": "ide",
+                "image": "userland/demo-ide:1",
+                "command": ["userland-demo-ide"],
+                "args": ["--port", "8080", "--user", user, "--template", template],
+            },
+        )
+    spec: JSON = {"containers": list(containers)}
+    if claim:
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        for container in spec["containers"]:
+            container["volumeMounts"] = [{"name": "data", "mountPath": "/home/student"}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": naming.deployment_name(template, user), "labels": labels(user, template)},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "Recreate"},
+            "template": {"metadata": {"labels": labels(user, template)}, "spec": spec},
+        },
+    }
 
 
-def service_body(user: str, template: str) -> JSON:
-    return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": naming.service_name(template, user), "labels": labels(user, template),
-                         "annotations": {"someone.else/note": "kept"}},
-            "spec": {"selector": {naming.LABEL_USER: user, naming.LABEL_TEMPLATE: template},
-                     "ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}}
+def service_body(user: str, template: str, port: int = 8080) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": naming.service_name(template, user),
+            "labels": labels(user, template),
+            "annotations": {"someone.else/note": "kept"},
+        },
+        "spec": {
+            "selector": {naming.LABEL_USER: user, naming.LABEL_TEMPLATE: template},
+            "ports": [{"name": "http", "port": port, "targetPort": port}],
+        },
+    }
+
+
+def http_server(name: str, port: int = 8080, bind: str = "0.0.0.0", probe: bool = True) -> JSON:
+    """A container serving its working directory: Debian's python3 http.server."""
+    container: JSON = {
+        "name": name,
+        "image": "python:3",
+        "command": [PY],
+        "args": ["-m", "http.server", "--bind", bind, str(port)],
+        "ports": [{"name": "http", "containerPort": port}],
+    }
+    if probe:
+        container["readinessProbe"] = {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}
+    return container
 
 
 @pytest.fixture
 async def runner(kube: KubeClient, namespace: str, tmp_path: Path) -> AsyncIterator[LocalRunner]:
-    local = LocalRunner(kube, [namespace], log_dir=tmp_path, backoff=0.2, max_backoff=1.0)
+    os.chmod(tmp_path, 0o755)  # the environments' user passes through to its folders
+    local = LocalRunner(
+        kube, [namespace], state_dir=tmp_path, user=environment_user(), backoff=0.2, max_backoff=1.0
+    )
     task = asyncio.create_task(local.run())
     await asyncio.wait_for(local.wait_synced(), 30)
     try:
         yield local
     finally:
-        pids = [env.process.pid for env in local.environments.values() if env.process is not None]
+        pids = [c.process.pid for w in local.workers.values() for c in w.containers if c.process is not None]
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
     # Stopping the runner stops every process it started.
-    assert not local.environments
+    assert not local.workers
     assert not [pid for pid in pids if alive(pid)]
 
 
@@ -78,6 +131,15 @@ async def available(kube: KubeClient, namespace: str, name: str) -> bool:
     return bool((deployment.get("status") or {}).get("availableReplicas") == 1)
 
 
+async def the_pod(kube: KubeClient, namespace: str, deployment: str) -> JSON | None:
+    pods = [
+        p
+        for p in (await kube.list(PODS, namespace))["items"]
+        if p["metadata"]["name"].startswith(deployment + "-") and not p["metadata"].get("deletionTimestamp")
+    ]
+    return pods[0] if len(pods) == 1 else None
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -86,102 +148,319 @@ def alive(pid: int) -> bool:
         return False
 
 
-async def test_demo_environment_lifecycle(kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
+def proc_file(pid: int, name: str) -> bytes:
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
+def write_file(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+async def _has(found: Any, wanted: set[str]) -> bool:
+    return wanted <= await found
+
+
+def container_state(pod: JSON, name: str) -> JSON:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status["name"] == name:
+            return dict(status)
+    return {}
+
+
+async def get(url: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as r:
+        return r.status, await r.text()
+
+
+async def test_demo_pod_lifecycle(kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
     await kube.create(SERVICES, namespace, service_body("alice", "demo"))
     await kube.create(DEPLOYMENTS, namespace, deployment_body("alice", "demo"))
-    key = (namespace, "demo-alice")
 
-    # A process starts, its address lands on the Service, and it is alice's demo page.
+    # The Pod gets an address of its own; the Service points at it; it is alice's demo page.
     url = await eventually(lambda: annotation(kube, namespace, "demo-alice-svc"), timeout=30)
-    assert url.startswith("http://127.0.0.1:")
-    async with aiohttp.ClientSession() as http, http.get(url + "/demo/", headers={"X-User": "alice"}) as r:
-        assert r.status == 200
-        body = await r.text()
-    assert 'id="owner">alice<' in body and "X-User: <code id=\"x-user\">alice</code>" in body
+    address = url.split("//")[1].rsplit(":", 1)[0]
+    assert ipaddress.ip_address(address) in runner.addresses.network and url.endswith(":8080")
+    status, body = await get(url + "/")
+    assert status == 200 and 'id="owner">alice<' in body
     service = await kube.get(SERVICES, namespace, "demo-alice-svc")
     assert service["metadata"]["annotations"]["someone.else/note"] == "kept"
 
-    # Pods Ready -> the real controllers make the Deployment available.
+    # Pods Ready -> the real controllers make the Deployment available; status as a kubelet's.
     await eventually(lambda: available(kube, namespace, "demo-alice"), timeout=30)
-    pods = (await kube.list(PODS, namespace))["items"]
-    assert pods and all(p["status"]["phase"] == "Running" for p in pods)
+    pod = await eventually(lambda: the_pod(kube, namespace, "demo-alice"))
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["podIP"] == address
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]} == {
+        "Initialized": "True",
+        "Ready": "True",
+        "ContainersReady": "True",
+        "PodScheduled": "True",
+    }
+    assert container_state(pod, "ide")["ready"] is True
 
-    # Killed -> restarted on a new port; the annotation follows.
-    env = runner.environments[key]
-    assert env.process is not None
-    first_pid = env.process.pid
-    os.kill(first_pid, signal.SIGKILL)
-
-    async def restarted() -> str | None:
-        value = await annotation(kube, namespace, "demo-alice-svc")
-        return value if value and value != url and env.process and env.process.pid != first_pid else None
-
-    new_url = await eventually(restarted, timeout=30)
-    assert env.starts == 2
-    async with aiohttp.ClientSession() as http, http.get(new_url + "/") as r:
-        assert r.status == 200
-    await eventually(lambda: available(kube, namespace, "demo-alice"), timeout=30)
-
-    # Scaled to 0 -> process stopped, annotation removed.
-    assert env.process is not None
-    pid = env.process.pid
+    # Scaled to 0: the replicaset controller deletes the Pod, the runner stops it.
     await kube.merge_patch(DEPLOYMENTS, namespace, "demo-alice", {"spec": {"replicas": 0}})
 
     async def stopped() -> bool:
-        return not alive(pid) and await annotation(kube, namespace, "demo-alice-svc") is None
+        return not runner.workers and await annotation(kube, namespace, "demo-alice-svc") is None
 
     await eventually(stopped, timeout=30)
-    assert key not in runner.environments
-    service = await kube.get(SERVICES, namespace, "demo-alice-svc")
-    assert service["metadata"]["annotations"]["someone.else/note"] == "kept"
+    with pytest.raises(OSError):
+        await get(url + "/")
 
 
-async def test_template_command_used_when_it_runs_here(
-        kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
-    container = {"name": "files", "image": "python:3", "command": ["python3"],
-                 "args": ["-m", "http.server", "--bind", "127.0.0.1", "$(PORT)"]}
-    await kube.create(SERVICES, namespace, service_body("bob", "files"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("bob", "files", container))
-    url = await eventually(lambda: annotation(kube, namespace, "files-bob-svc"), timeout=30)
-    assert runner.environments[(namespace, "files-bob")].spec.kind == "template"
-    async with aiohttp.ClientSession() as http, http.get(url + "/") as r:
-        assert r.status == 200
-        assert "Directory listing" in await r.text()
-    await eventually(lambda: available(kube, namespace, "files-bob"), timeout=30)
+async def test_containers_of_a_pod_share_its_address_and_two_pods_never_clash(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    """Like MariaDB + phpMyAdmin: a backend on 127.0.0.1:9000 and a front that talks to it,
+    in two students' Pods at once, both on the same ports."""
+    backend = http_server("backend", 9000, bind="127.0.0.1", probe=False)
+    backend["command"] = [
+        "sh",
+        "-c",
+        f"echo backend-of-$(STUDENT) > index.html && exec {PY} -m http.server --bind 127.0.0.1 9000",
+    ]
+    backend.pop("args")
+    backend["env"] = [{"name": "STUDENT", "value": "placeholder"}]
+    front: JSON = {
+        "name": "front",
+        "image": "x",
+        "command": [
+            PY,
+            "-c",
+            (
+                "import http.server, urllib.request, os\n"
+                "class H(http.server.BaseHTTPRequestHandler):\n"
+                "    def do_GET(self):\n"
+                "        body = urllib.request.urlopen(os.environ['BACKEND']).read()\n"
+                "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+                "        self.end_headers(); self.wfile.write(body)\n"
+                "http.server.HTTPServer(('0.0.0.0', 8080), H).serve_forever()\n"
+            ),
+        ],
+        "env": [{"name": "BACKEND", "value": "http://localhost:9000/index.html"}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+    }
+    for student in ("alice", "bob"):
+        own_backend = {**backend, "env": [{"name": "STUDENT", "value": student}]}
+        await kube.create(SERVICES, namespace, service_body(student, "db"))
+        await kube.create(DEPLOYMENTS, namespace, deployment_body(student, "db", front, own_backend))
+    urls = {}
+    for student in ("alice", "bob"):
+        urls[student] = await eventually(
+            lambda s=student: annotation(kube, namespace, f"db-{s}-svc"), timeout=30
+        )
+    assert urls["alice"] != urls["bob"]
+    for student in ("alice", "bob"):
+        assert await get(urls[student] + "/") == (200, f"backend-of-{student}\n")
+        await eventually(lambda s=student: available(kube, namespace, f"db-{s}"), timeout=30)
 
-    # The Template changes to a command that does not exist here: the demo replaces it.
-    old = runner.environments[(namespace, "files-bob")]
-    patch = {"spec": {"template": {"spec": {"containers": [
-        {"name": "files", "image": "python:3", "command": ["no-such-server"], "args": []}]}}}}
-    await kube.merge_patch(DEPLOYMENTS, namespace, "files-bob", patch)
 
-    async def replaced() -> str | None:
-        env = runner.environments.get((namespace, "files-bob"))
-        value = await annotation(kube, namespace, "files-bob-svc")
-        return value if env is not None and env is not old and env.spec.kind == "demo" and env.ready \
-            and value == env.url else None
+async def test_a_students_volume_outlives_the_pod_and_home_is_theirs(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    writer: JSON = {
+        "name": "ide",
+        "image": "x",
+        "command": ["sh", "-c"],
+        "args": [
+            'echo "$HOME" > /home/student/home.txt; '
+            "echo $(($(cat /home/student/runs 2>/dev/null || echo 0)+1)) "
+            f"> /home/student/runs; cd /home/student && exec {PY} -m http.server --bind 0.0.0.0 8080"
+        ],
+        "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+    }
+    await kube.create(SERVICES, namespace, service_body("carol", "ide"))
+    await kube.create(DEPLOYMENTS, namespace, deployment_body("carol", "ide", writer, claim="ide-carol-data"))
+    url = await eventually(lambda: annotation(kube, namespace, "ide-carol-svc"), timeout=30)
+    assert await get(url + "/runs") == (200, "1\n")
+    _, home = await get(url + "/home.txt")
+    assert home.strip().endswith(f"/volumes/{namespace}/ide-carol-data")  # HOME is the student's volume
+    first = await the_pod(kube, namespace, "ide-carol")
+    assert first is not None
 
-    demo_url = await eventually(replaced, timeout=30)
-    assert old.process is None
-    async with aiohttp.ClientSession() as http, http.get(demo_url + "/") as r:
-        assert 'id="owner">bob<' in await r.text()
+    # The Pod goes (a restart, a delete and re-add): the next one finds the same files.
+    await kube.delete(PODS, namespace, first["metadata"]["name"])
+
+    async def second_run() -> bool:
+        value = await annotation(kube, namespace, "ide-carol-svc")
+        try:
+            return bool(value) and await get(f"{value}/runs") == (200, "2\n")
+        except aiohttp.ClientError:
+            return False  # the annotation still names the Pod that went
+
+    await eventually(second_run, timeout=30)
 
 
-async def test_process_that_keeps_dying_leaves_pods_not_ready(
-        kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
-    # python3 -c exits at once: the runner retries with backoff, never marks the pod Ready.
-    container = {"name": "bad", "image": "x", "command": ["python3"],
-                 "args": ["-c", "import sys; sys.exit(3)", "$(PORT)"]}
-    await kube.create(SERVICES, namespace, service_body("carol", "bad"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("carol", "bad", container))
+async def test_the_runners_environment_and_root_never_reach_a_student(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    os.environ["USERLAND_TEST_SECRET"] = "must-not-leak"
+    try:
+        await kube.create(SERVICES, namespace, service_body("dave", "ide"))
+        await kube.create(DEPLOYMENTS, namespace, deployment_body("dave", "ide", http_server("ide")))
+        await eventually(lambda: annotation(kube, namespace, "ide-dave-svc"), timeout=30)
+        worker = runner.workers[
+            (namespace, (await the_pod(kube, namespace, "ide-dave") or {})["metadata"]["name"])
+        ]
+        process = worker.containers[0].process
+        assert process is not None
+        environ = proc_file(process.pid, "environ").split(b"\0")
+        assert not [v for v in environ if b"USERLAND_TEST_SECRET" in v]
+        status_lines = proc_file(process.pid, "status").decode().splitlines()
+        uid = next(line for line in status_lines if line.startswith("Uid:")).split()[1:]
+        assert "0" not in uid, f"a student's process runs as root: {uid}"
+        assert int(uid[0]) == runner.user.uid
+    finally:
+        del os.environ["USERLAND_TEST_SECRET"]
 
-    async def retried() -> bool:
-        env = runner.environments.get((namespace, "bad-carol"))
-        return env is not None and env.starts >= 3
 
-    await eventually(retried, timeout=30)
-    pods = (await kube.list(PODS, namespace))["items"]
-    assert pods and not any(c.get("status") == "True" for p in pods
-                            for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "Ready")
-    assert await annotation(kube, namespace, "bad-carol-svc") is None
-    assert not await available(kube, namespace, "bad-carol")
+async def test_a_bind_beyond_loopback_is_stopped_and_said(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    """A program that binds every address by itself (no address in its args to rewrite), on a
+    port nothing else on this machine uses (a wildcard bind fails where any address has it)."""
+    port = free_port()
+    sneaky: JSON = {
+        "name": "ide",
+        "image": "x",
+        "command": [
+            PY,
+            "-c",
+            (
+                "import http.server as h\n"
+                f"h.HTTPServer(('', {port}), h.SimpleHTTPRequestHandler).serve_forever()\n"
+            ),
+        ],
+    }
+    await kube.create(SERVICES, namespace, service_body("erin", "ide"))
+    await kube.create(DEPLOYMENTS, namespace, deployment_body("erin", "ide", sneaky))
+
+    async def refused() -> JSON | None:
+        pod = await the_pod(kube, namespace, "ide-erin")
+        state = container_state(pod or {}, "ide")
+        last = (state.get("lastState") or {}).get("terminated") or {}
+        return pod if last.get("reason") == "ExposedBeyondLoopback" else None
+
+    pod = await eventually(refused, timeout=30)
+    message = container_state(pod, "ide")["lastState"]["terminated"]["message"]
+    assert f"0.0.0.0:{port}" in message and "loopback" in message
+    assert await annotation(kube, namespace, "ide-erin-svc") is None
+    assert not await available(kube, namespace, "ide-erin")
+
+
+async def test_a_container_that_dies_is_restarted_and_counted(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    await kube.create(SERVICES, namespace, service_body("frank", "ide"))
+    await kube.create(DEPLOYMENTS, namespace, deployment_body("frank", "ide", http_server("ide")))
+    url = await eventually(lambda: annotation(kube, namespace, "ide-frank-svc"), timeout=30)
+    pod = await eventually(lambda: the_pod(kube, namespace, "ide-frank"))
+    worker = runner.workers[(namespace, pod["metadata"]["name"])]
+    process = worker.containers[0].process
+    assert process is not None
+    os.kill(process.pid, signal.SIGKILL)
+
+    async def counted() -> JSON | None:
+        current = await the_pod(kube, namespace, "ide-frank")
+        state = container_state(current or {}, "ide")
+        return current if state.get("restartCount") == 1 and state.get("ready") else None
+
+    current = await eventually(counted, timeout=30)
+    assert current["metadata"]["uid"] == pod["metadata"]["uid"]  # the same Pod, its container restarted
+    assert container_state(current, "ide")["lastState"]["terminated"]["exitCode"] == 137
+    assert (await get(url + "/"))[0] == 200  # the same address: nothing else had to change
+
+
+async def test_readiness_probes_decide_ready(kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
+    """Ready only once /ready answers 200: the process answers 404 until the file exists."""
+    late: JSON = {
+        "name": "ide",
+        "image": "x",
+        "command": ["sh", "-c", f"cd $(HOME) && exec {PY} -m http.server --bind 127.0.0.1 8080"],
+        "env": [{"name": "HOME", "value": "/home/student"}],
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 1},
+    }
+    await kube.create(SERVICES, namespace, service_body("gina", "ide"))
+    await kube.create(DEPLOYMENTS, namespace, deployment_body("gina", "ide", late, claim="ide-gina-data"))
+    pod = await eventually(lambda: the_pod(kube, namespace, "ide-gina"))
+
+    async def running_not_ready() -> bool:
+        current = await the_pod(kube, namespace, "ide-gina") or {}
+        state = container_state(current, "ide")
+        return bool(state.get("state", {}).get("running")) and state.get("ready") is False
+
+    await eventually(running_not_ready, timeout=30)
+    assert await annotation(kube, namespace, "ide-gina-svc") is None
+    worker = runner.workers[(namespace, pod["metadata"]["name"])]
+    write_file(Path(dict(worker.containers[0].plan.env)["HOME"]) / "ready", "yes")
+    await eventually(lambda: annotation(kube, namespace, "ide-gina-svc"), timeout=30)
+    await eventually(lambda: available(kube, namespace, "ide-gina"), timeout=30)
+
+
+async def test_a_program_not_installed_is_said_in_the_pod_status_and_events(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    missing: JSON = {
+        "name": "code",
+        "image": "codercom/code-server:4",
+        "command": ["code-server"],
+        "args": ["--bind-addr", "0.0.0.0:8080"],
+    }
+    # No make local-apps here: the runner's PATH has no code-server (app_bins is empty).
+    runner.app_bins = ()
+    # Her Userland (no operator runs here: the object alone, as the Pod's label names it).
+    await kube.create(USERLANDS, namespace, {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                                             "metadata": {"name": "vscode-hana"},
+                                             "spec": {"user": "hana", "template": "vscode"}})
+    await kube.create(SERVICES, namespace, service_body("hana", "vscode"))
+    await kube.create(DEPLOYMENTS, namespace, deployment_body("hana", "vscode", missing))
+
+    async def said() -> JSON | None:
+        pod = await the_pod(kube, namespace, "vscode-hana")
+        waiting = container_state(pod or {}, "code").get("state", {}).get("waiting") or {}
+        return waiting if waiting.get("reason") == "ProgramNotInstalled" else None
+
+    waiting = await eventually(said, timeout=30)
+    assert waiting["message"].startswith("code-server is not installed here")
+    assert "make local-apps" in waiting["message"]
+
+    async def events() -> set[str]:
+        found = (await kube.list(EVENTS, namespace))["items"]
+        return {e["involvedObject"]["kind"] for e in found if e["reason"] == "ProgramNotInstalled"}
+
+    # On the Pod (kubectl describe pod) and on her Userland (kubectl describe userland, the
+    # class dashboard's failure explanation).
+    await eventually(lambda: _has(events(), {"Pod", "Userland"}), timeout=30)
+
+
+async def test_a_demo_that_cannot_bind_is_retried_until_it_can(
+    kube: KubeClient, namespace: str, runner: LocalRunner
+) -> None:
+    """Its port is taken on every address (as by another program); once freed, it starts."""
+    port = free_port()
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("0.0.0.0", port))
+    blocker.listen()
+    demo: JSON = {
+        "name": "ide",
+        "image": "userland/demo-ide:1",
+        "command": ["userland-demo-ide"],
+        "args": ["--port", str(port), "--user", "ivy"],
+    }
+    try:
+        await kube.create(SERVICES, namespace, service_body("ivy", "demo", port))
+        await kube.create(DEPLOYMENTS, namespace, deployment_body("ivy", "demo", demo))
+
+        async def backing_off() -> bool:
+            state = container_state(await the_pod(kube, namespace, "demo-ivy") or {}, "ide")
+            return (state.get("state", {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+
+        await eventually(backing_off, timeout=30)
+    finally:
+        blocker.close()
+    url = await eventually(lambda: annotation(kube, namespace, "demo-ivy-svc"), timeout=30)
+    assert (await get(url + "/"))[0] == 200
+    state = container_state(await the_pod(kube, namespace, "demo-ivy") or {}, "ide")
+    assert state["ready"] and state["restartCount"] >= 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,8 +45,50 @@ def test_invalid_student_login(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--students" in capsys.readouterr().err
 
 
-def test_examples_route_the_demo_by_path_and_name_like_the_web_ui() -> None:
+def test_examples_route_the_demo_by_host_and_name_like_the_web_ui() -> None:
     template = demo_template()
-    assert template["spec"]["routing"] == {"pathPrefix": "/demo/"}
+    assert template["spec"]["routing"] == {"host": "demo.localhost"}  # alice.demo.localhost is hers
     assert userland("Alice", "demo")["metadata"]["name"] == "demo-alice"
     assert "metadata: {name: demo-dave}" in add_student_command()
+
+
+def _in_time_wait(port: int) -> bool:
+    """Whether /proc/net/tcp lists a connection of 127.0.0.1:`port` in TIME_WAIT (state 06)."""
+    local = f"0100007F:{port:04X}"
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return any(row.split()[1] == local and row.split()[3] == "06" for row in rows)
+
+
+def test_a_port_left_in_time_wait_is_free(tmp_path: Path) -> None:
+    """The previous `make run` stopped a moment ago: its port has connections in TIME_WAIT,
+    which the gateway's own listener (SO_REUSEADDR) does not mind; neither may the check."""
+    with socket.socket() as listener:
+        # As the gateway's (aiohttp's) listener: its connections' TIME_WAIT carry the flag too.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        server_side, _ = listener.accept()
+        server_side.close()  # the side that closes first keeps the TIME_WAIT
+        client.recv(1)
+        client.close()
+    assert _in_time_wait(port), "the test needs a connection in TIME_WAIT"
+    preflight(LocalOptions(state_dir=tmp_path, port=port, k8s_cache=DEFAULT_CACHE, env={}))
+    # And a listener can really take it, as the gateway will.
+    with socket.socket() as gateway:
+        gateway.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        gateway.bind(("127.0.0.1", port))
+        gateway.listen()
+
+
+def test_make_run_takes_a_port(tmp_path: Path) -> None:
+    """`make run PORT=8100` runs `userland local --port 8100` (make -n prints, runs nothing)."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("PORT", "MAKEFLAGS", "MFLAGS")}
+    out = subprocess.run(["make", "-n", "-s", "-C", str(repo), "run", "PORT=8100"], capture_output=True,
+                         text=True, check=True, env=env).stdout
+    assert "userland local --port 8100" in out
+    default = subprocess.run(["make", "-n", "-s", "-C", str(repo), "run"], capture_output=True,
+                             text=True, check=True, env=env).stdout
+    assert "userland local" in default and "--port" not in default

@@ -28,12 +28,15 @@ def cluster(kube: KubeClient, namespace: str) -> Cluster:
 
 @pytest.fixture
 def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
-    """`async with run_operator() as controller:` runs a Controller on the test namespace."""
+    """`async with run_operator() as controller:` runs a Controller on the test namespace
+    (or on `namespaces=`)."""
 
     @contextlib.asynccontextmanager
-    async def run(**kwargs: Any) -> AsyncIterator[Controller]:
+    async def run(namespaces: tuple[str, ...] = (), settings_extra: dict[str, Any] | None = None,
+                  **kwargs: Any) -> AsyncIterator[Controller]:
         client = await KubeClient.connect(str(control_plane.kubeconfig))
-        settings = Settings(namespaces=(namespace,), public_url="https://userland.example.edu")
+        settings = Settings(namespaces=namespaces or (namespace,), public_url="https://userland.example.edu",
+                            **(settings_extra or {}))
         controller = Controller(client, settings, **{"workers": 4, **kwargs})
         tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.operator.support import Cluster, OperatorRunner, eventually
-from userland.platform.kube import DEPLOYMENTS, SERVICES, USERLANDS, KubeClient
+from userland.platform.kube import DEPLOYMENTS, EVENTS, SERVICES, USERLANDS, KubeClient
 
 USERS = [f"student{i:02d}" for i in range(40)]
 
@@ -87,3 +87,37 @@ async def _drain(controller) -> None:  # type: ignore[no-untyped-def]
 
     await eventually(empty, interval=0.05)
     await controller.events.flush()
+
+
+async def test_a_restarted_operator_writes_nothing_and_records_no_events(
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
+    """A restart lists every child afresh (list items carry no kind/apiVersion): nothing may
+    look "changed outside the operator" because of how it was read."""
+    await cluster.create_template("vscode", storage={"size": "1Gi", "mountPath": "/home/coder"})
+    for user in USERS[:5]:
+        await cluster.create_userland(user, "vscode")
+    async with run_operator() as first:
+
+        async def all_phases(phase: str) -> bool:
+            items = (await kube.list(USERLANDS, namespace))["items"]
+            return len(items) == 5 and all((u.get("status") or {}).get("phase") == phase for u in items)
+
+        await eventually(lambda: all_phases("Starting"))
+        # The replicaset controller makes the Pods a moment after the Deployments: mark them
+        # ready once all five exist (marking whichever exist so far left some never ready).
+        async def all_pods_ready() -> bool:
+            return await cluster.make_pods_ready("userland.dev/template=vscode") == 5
+
+        await eventually(all_pods_ready)
+        await eventually(lambda: all_phases("Ready"))
+        await _drain(first)
+    events_before = {e["metadata"]["name"] for e in (await kube.list(EVENTS, namespace))["items"]}
+    async with run_operator() as second:
+        await _drain(second)
+        await asyncio.sleep(1)  # watch events of anything it might have written
+        await _drain(second)
+        assert dict(second.client.writes) == {}
+    new_events = [f"{e['reason']}: {e['message']}" for e in (await kube.list(EVENTS, namespace))["items"]
+                  if e["metadata"]["name"] not in events_before]
+    assert new_events == []

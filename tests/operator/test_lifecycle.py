@@ -178,6 +178,33 @@ async def test_a_podspec_the_api_server_refuses_is_reported_with_its_message(
         assert controller.health()[0]
 
 
+async def test_an_invalid_quantity_is_explained_in_the_templates_terms(
+    cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner
+) -> None:
+    """`memory: 1Gb` is a 400 the API server explains with its JSON decoder's trace; the admin
+    reads the Template's own field path, the value and what to write instead."""
+    bad = template_body("sql")
+    bad["spec"]["podSpec"]["containers"].append(
+        {"name": "db", "image": "mariadb:11", "resources": {"limits": {"memory": "1Gb"}}})
+    await kube.create(TEMPLATES, namespace, bad)
+    await cluster.create_userland("ann", "sql")
+    expected = (
+        'the API server refused it: spec.podSpec.containers[1].resources.limits.memory: "1Gb" is not a '
+        "valid quantity: write a number and a unit such as 512Mi, 2Gi (memory, storage) or 500m (CPU) "
+        '("Gb" is not a unit: did you mean "1Gi"?)'
+    )
+    async with run_operator():
+
+        async def template_refused() -> dict | None:
+            status = (await kube.get(TEMPLATES, namespace, "sql")).get("status") or {}
+            conds = status.get("conditions") or []
+            return conds[0] if conds and conds[0]["reason"] == "InvalidPodSpec" else None
+
+        assert (await eventually(template_refused))["message"] == expected
+        ready = await eventually(lambda: _reason(cluster, "sql-ann", "InvalidPodSpec"))
+        assert ready["message"] == expected
+
+
 async def _template_count(kube: KubeClient, ns: str, name: str, count: int) -> bool:
     status = (await kube.get(TEMPLATES, ns, name)).get("status") or {}
     return status.get("userlands") == count
@@ -217,7 +244,7 @@ async def test_ready_once_the_deployment_is_available(
         status = await cluster.userland_status("vscode-ann")
         assert status["phase"] == "Ready"
         assert status["service"] == "vscode-ann-svc"
-        assert status["url"] == "https://vscode.example.edu/"
+        assert status["url"] == "https://ann.vscode.example.edu/"  # her own origin
         userland = await kube.get(USERLANDS, namespace, "vscode-ann")
         assert status["observedGeneration"] == userland["metadata"]["generation"]
 

@@ -20,11 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient, TestServer
 
+from userland.auth.origin_sessions import OriginSessions
 from userland.platform import naming
 from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.sessions import RedisSessionStore, Session
@@ -34,6 +36,8 @@ from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
 SECRET = "s" * 40
 PUBLIC_HOST = "userland.test"
 PUBLIC_URL = f"http://{PUBLIC_HOST}"
+IDE_HOST = "ide.test"  # a Template host; alice's origin is alice.ide.test
+ORIGIN_COOKIE = "userland_origin"  # local http: the plain name
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 15.0) -> None:
@@ -126,6 +130,8 @@ class Echo:
         response.headers.add("Set-Cookie", "app_a=1; Path=/")
         response.headers.add("Set-Cookie", "app_b=2; Path=/; HttpOnly")
         response.headers.add("Set-Cookie", "userland_session=planted; Path=/")
+        response.headers.add("Set-Cookie", "__Host-userland_origin=planted; Path=/; Secure")
+        response.headers.add("Set-Cookie", "userland_origin=planted; Path=/")
         return response
 
     async def websocket(self, request: web.Request) -> web.WebSocketResponse:
@@ -240,7 +246,7 @@ async def sessions(redis_url: str) -> AsyncIterator[Callable[[str], Awaitable[st
     store = RedisSessionStore(client, 3600)
 
     async def login(user: str) -> str:
-        """A real session in Redis for `user`; returns the cookie value."""
+        """A real platform session in Redis for `user`; returns the cookie value."""
         return await store.save(Session(login=user, github_id=abs(hash(user)) % 10**8, role="student",
                                         csrf="csrf-token", created=time.time()))
 
@@ -248,11 +254,41 @@ async def sessions(redis_url: str) -> AsyncIterator[Callable[[str], Awaitable[st
     await client.aclose()
 
 
+@dataclass
+class Origins:
+    """Origin sessions made the way a handoff makes them (a code, then redeemed), in Redis."""
+
+    sessions: OriginSessions
+    platform_login: Callable[[str], Awaitable[str]]
+
+    async def login(self, user: str, origin: str | None = None) -> str:
+        """`user` signed in on `origin` (their own on ide.test by default): the origin cookie."""
+        platform_cookie = await self.platform_login(user)
+        return await self.handoff(platform_cookie, origin or f"http://{user.lower()}.{IDE_HOST}")
+
+    async def handoff(self, platform_cookie: str, origin: str) -> str:
+        code = await self.sessions.issue_code(platform_cookie, origin, "/")
+        redeemed = await self.sessions.redeem(code, origin)
+        assert redeemed is not None
+        return redeemed[0]
+
+
+@pytest.fixture
+async def origins(redis_url: str, sessions: Callable[[str], Awaitable[str]]) -> AsyncIterator[Origins]:
+    client = redis.asyncio.from_url(redis_url)
+    yield Origins(OriginSessions(client, 3600), sessions)
+    await client.aclose()
+
+
+def origin_cookie(cookie_id: str) -> dict[str, str]:
+    return {"Cookie": f"{ORIGIN_COOKIE}={cookie_id}"}
+
+
 def gateway_settings(namespace: str, redis_url: str, web_url: str = "http://127.0.0.1:9", **extra: Any
                      ) -> Settings:
     return Settings(namespaces=(namespace,), redis_url=redis_url, identity_secret=SECRET,
                     public_url=PUBLIC_URL, upstream_mode=extra.pop("upstream_mode", "local"),
-                    cookie_secure=False, web_url=web_url, **extra)
+                    cookie_secure=extra.pop("cookie_secure", False), web_url=web_url, **extra)
 
 
 GatewayFactory = Callable[..., Awaitable[TestClient[web.Request, web.Application]]]
@@ -270,7 +306,8 @@ async def gateway_factory(kube: KubeClient, namespace: str, redis_url: str
         server = TestServer(app, host="127.0.0.1")
         # The runner options the real server uses (the test server sets handler_cancellation itself).
         await server.start_server(**{k: v for k, v in RUNNER_KWARGS.items() if k != "handler_cancellation"})
-        client = TestClient(server)
+        # No cookie jar: every test says which cookies it sends (a jar would mix origins up).
+        client = TestClient(server, cookie_jar=aiohttp.DummyCookieJar())
         await client.start_server()
         clients.append(client)
         return client

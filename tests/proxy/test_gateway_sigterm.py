@@ -8,7 +8,6 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -16,7 +15,7 @@ from aiohttp import WSMsgType
 
 from userland.local.controlplane import ControlPlane, free_port
 
-from .conftest import PUBLIC_URL, SECRET, EchoFactory, World, eventually
+from .conftest import PUBLIC_URL, SECRET, EchoFactory, Origins, World, eventually
 
 IDE_HOST = "ide.test"
 GRACE = 4
@@ -33,12 +32,13 @@ async def refused(port: int) -> bool:
 
 @pytest.mark.slow
 async def test_sigterm_keeps_websockets_for_the_grace_period_then_closes_with_1001(
-        world: World, echo_factory: EchoFactory, sessions: Any, control_plane: ControlPlane,
+        world: World, echo_factory: EchoFactory, origins: Origins, control_plane: ControlPlane,
         namespace: str, redis_url: str, tmp_path: Path) -> None:
     echo = await echo_factory("upstream")
     await world.template("vscode", host=IDE_HOST)
     await world.environment("vscode", "alice", echo)
-    cookie = {"Cookie": f"userland_session={await sessions('alice')}", "Host": IDE_HOST}
+    cookie = {"Cookie": f"userland_origin={await origins.login('alice')}", "Host": f"alice.{IDE_HOST}",
+              "Origin": f"http://alice.{IDE_HOST}"}
     port = free_port()
     env = {**os.environ, "USERLAND_IDENTITY_SECRET": SECRET, "USERLAND_PUBLIC_URL": PUBLIC_URL,
            "USERLAND_REDIS_URL": redis_url, "USERLAND_NAMESPACES": namespace,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import EchoFactory, GatewayFactory, World
+from .conftest import EchoFactory, GatewayFactory, Origins, World, origin_cookie
 
 IDE_HOST = "ide.test"
 MiB = 1 << 20
@@ -65,12 +65,12 @@ def block(index: int) -> bytes:
 
 @pytest.fixture
 async def gw(world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory,
-             sessions: Any) -> tuple[Any, Any, dict[str, str]]:
+             origins: Origins) -> tuple[Any, Any, dict[str, str]]:
     echo = await echo_factory("upstream")
     await world.template("vscode", host=IDE_HOST)
     await world.environment("vscode", "alice", echo)
     client = await gateway_factory()
-    headers = {"Host": IDE_HOST, "Cookie": f"userland_session={await sessions('alice')}"}
+    headers = {"Host": f"alice.{IDE_HOST}", **origin_cookie(await origins.login("alice"))}
     return client, echo, headers
 
 

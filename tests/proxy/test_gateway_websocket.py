@@ -11,27 +11,27 @@ from aiohttp import WSMsgType
 
 from userland.proxy.websocket import sendable_close_code
 
-from .conftest import EchoFactory, GatewayFactory, World, eventually
+from .conftest import IDE_HOST, EchoFactory, GatewayFactory, Origins, World, eventually
 
-IDE_HOST = "ide.test"
+ALICE_HOST = f"alice.{IDE_HOST}"
 
 
 async def connect(gw: Any, session: str, **kwargs: Any) -> aiohttp.ClientWebSocketResponse:
     ws: aiohttp.ClientWebSocketResponse = await gw.ws_connect(
-        "/ws", headers={"Host": IDE_HOST, "Cookie": f"userland_session={session}",
-                        "Origin": f"http://{IDE_HOST}", "X-User": "bob"},
+        "/ws", headers={"Host": ALICE_HOST, "Cookie": f"userland_origin={session}",
+                        "Origin": f"http://{ALICE_HOST}", "X-User": "bob"},
         autoping=False, **kwargs)
     return ws
 
 
 @pytest.fixture
 async def setup(world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory,
-                sessions: Any) -> tuple[Any, Any, str]:
+                origins: Origins) -> tuple[Any, Any, str]:
     echo = await echo_factory("alice-upstream")
     await world.template("vscode", host=IDE_HOST)
     await world.environment("vscode", "alice", echo)
     gw = await gateway_factory()
-    return gw, echo, await sessions("alice")
+    return gw, echo, await origins.login("alice")
 
 
 async def test_text_binary_and_ping_both_ways(setup: tuple[Any, Any, str]) -> None:
@@ -49,8 +49,8 @@ async def test_text_binary_and_ping_both_ways(setup: tuple[Any, Any, str]) -> No
     await ws.send_str("whoami")
     assert json.loads((await ws.receive()).data) == {"upstream": "alice-upstream", "user": "alice"}
     handshake = echo.ws_handshakes[-1]
-    assert handshake["x-user"] == "alice" and handshake["origin"] == f"http://{IDE_HOST}"
-    assert "userland_session" not in handshake.get("cookie", "")
+    assert handshake["x-user"] == "alice" and handshake["origin"] == f"http://{ALICE_HOST}"
+    assert "userland_" not in handshake.get("cookie", "")
     metrics = await (await gw.get("/metrics", headers={"Host": "127.0.0.1"})).text()
     assert 'userland_gateway_websockets_active{worker=' in metrics
     assert next(line for line in metrics.splitlines()
@@ -97,9 +97,39 @@ async def test_websocket_without_session_is_refused_and_reaches_nothing(
         setup: tuple[Any, Any, str]) -> None:
     gw, echo, _ = setup
     with pytest.raises(aiohttp.WSServerHandshakeError) as err:
-        await gw.ws_connect("/ws", headers={"Host": IDE_HOST, "X-User": "alice"})
+        await gw.ws_connect("/ws", headers={"Host": ALICE_HOST, "X-User": "alice",
+                                            "Origin": f"http://{ALICE_HOST}"})
     assert err.value.status == 401
     assert echo.ws_handshakes == []
+
+
+@pytest.mark.parametrize("origin", [
+    f"http://bob.{IDE_HOST}",  # a page on a sibling subdomain (same site, so the cookie goes along)
+    f"http://{IDE_HOST}",  # the bare Template host
+    "http://userland.test",  # even the platform's own pages may not
+    "http://evil.example",
+    f"https://{ALICE_HOST}",  # another scheme is another origin
+    f"http://{ALICE_HOST}:8443",  # and so is another port
+    f"http://{ALICE_HOST}.evil.example",
+    "null",  # sandboxed frames, data: URLs
+    None,  # no Origin at all: no browser sends a WebSocket upgrade without one
+])
+async def test_cross_origin_websocket_is_refused_with_alices_cookie(
+        setup: tuple[Any, Any, str], origin: str | None) -> None:
+    """The attack: a page elsewhere opens `new WebSocket("ws://alice.ide.../ws")` in alice's
+    browser, which sends her cookie along; the socket would act as alice."""
+    gw, echo, session = setup
+    headers = {"Host": ALICE_HOST, "Cookie": f"userland_origin={session}"}
+    if origin is not None:
+        headers["Origin"] = origin
+    with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+        await gw.ws_connect("/ws", headers=headers)
+    assert err.value.status == 403
+    assert echo.ws_handshakes == []
+    ws = await connect(gw, session)  # her own page's socket still opens
+    await ws.send_str("hi")
+    assert (await ws.receive()).data == "alice-upstream:hi"
+    await ws.close()
 
 
 @pytest.mark.parametrize(("received", "sent"), [

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from userland.proxy.routing import TemplateRoute, build_routes, request_host, route_for, upstream_url
+from userland.proxy.routing import (
+    TemplateRoute,
+    build_routes,
+    lost_to,
+    request_host,
+    route_for,
+    upstream_url,
+)
 
 IDE = TemplateRoute("classroom", "vscode", 8080, host="ide.example.edu")
 PMA = TemplateRoute("classroom", "pma", 80, host="pma.example.edu")
@@ -43,13 +50,24 @@ def test_root_prefix_catches_all_hosts_without_a_host_route() -> None:
     assert route_for("else.example.edu", "/x", table) == ROOT_PREFIX
 
 
-def test_conflicting_templates_resolve_deterministically_and_are_reported() -> None:
-    first = TemplateRoute("a-ns", "ide", 80, host="ide.example.edu")
-    second = TemplateRoute("b-ns", "ide", 80, host="ide.example.edu")
-    for order in ([first, second], [second, first]):
+def test_conflicting_templates_resolve_to_the_older_and_the_newer_is_not_routed() -> None:
+    older = TemplateRoute("b-ns", "ide", 80, host="ide.example.edu", created="2026-01-01T00:00:00Z",
+                          display_name="IDE")
+    newer = TemplateRoute("a-ns", "ide", 80, host="ide.example.edu", created="2026-01-02T00:00:00Z")
+    notes = TemplateRoute("a-ns", "notes", 80, host="notes.example.edu", created="2026-01-02T00:00:00Z")
+    for order in ([older, newer, notes], [notes, newer, older]):
         table = build_routes(order)
-        assert route_for("ide.example.edu", "/", table) == first
-        assert table.conflicts == ((first, second),)
+        assert route_for("ide.example.edu", "/", table) == older
+        assert table.routed_out == (newer,)
+        assert [c.other for c in table.collisions["b-ns/ide"]] == ["a-ns/ide"]
+        assert lost_to(older, table) == (newer,) and lost_to(notes, table) == ()
+
+
+def test_the_platform_host_is_never_a_template_route() -> None:
+    mine = TemplateRoute("c", "ide", 80, host="userland.example.edu")
+    table = build_routes([mine, IDE], platform_host="userland.example.edu")
+    assert route_for("userland.example.edu", "/", table) is None
+    assert table.routed_out == (mine,) and table.hosts == {"ide.example.edu"}
 
 
 def test_hosts_lists_every_template_host() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -13,9 +15,9 @@ from aiohttp.test_utils import make_mocked_request
 from userland.platform.sessions import Session, SessionStoreUnavailable, session_key
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
 
-from .conftest import PUBLIC_HOST, EchoFactory, GatewayFactory, World
+from .conftest import IDE_HOST, PUBLIC_HOST, EchoFactory, GatewayFactory, Origins, World, origin_cookie
 
-IDE_HOST = "ide.test"
+ALICE_HOST = "alice.ide.test"  # alice's origin under the Template host
 COOKIE = "userland_session"
 
 
@@ -92,30 +94,33 @@ async def test_forget_and_the_size_bound() -> None:
 
 
 async def test_logout_through_the_gateway_is_refused_at_once(
-        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any) -> None:
+        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any,
+        origins: Origins) -> None:
     echo = await echo_factory("upstream")
     await world.template("vscode", host=IDE_HOST)
     await world.environment("vscode", "alice", echo)
     gw = await gateway_factory()
-    cookie = {"Cookie": f"{COOKIE}={await sessions('alice')}"}
-    assert (await gw.get("/", headers={"Host": IDE_HOST, **cookie})).status == 200  # now cached
+    platform_cookie = await sessions("alice")
+    cookie = {"Cookie": f"{COOKIE}={platform_cookie}"}
+    origin = origin_cookie(await origins.handoff(platform_cookie, f"http://{ALICE_HOST}"))
+    assert (await gw.get("/", headers={"Host": ALICE_HOST, **origin})).status == 200  # now cached
     resp = await gw.post("/auth/logout", data={"csrf": "csrf-token"},
                          headers={"Host": PUBLIC_HOST, **cookie}, allow_redirects=False)
-    assert resp.status == 302
-    resp = await gw.get("/", headers={"Host": IDE_HOST, **cookie}, allow_redirects=False)
+    assert resp.status == 303
+    resp = await gw.get("/", headers={"Host": ALICE_HOST, **origin}, allow_redirects=False)
     assert resp.status == 401
     assert len(echo.requests) == 1
 
 
 async def test_a_session_deleted_in_redis_is_refused_within_the_ttl(
         world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any,
-        redis_url: str) -> None:
+        redis_url: str, origins: Origins) -> None:
     echo = await echo_factory("upstream")
     await world.template("vscode", host=IDE_HOST)
     await world.environment("vscode", "alice", echo)
     gw = await gateway_factory()
     cookie_id = await sessions("alice")
-    headers = {"Host": IDE_HOST, "Cookie": f"{COOKIE}={cookie_id}"}
+    headers = {"Host": ALICE_HOST, **origin_cookie(await origins.handoff(cookie_id, f"http://{ALICE_HOST}"))}
     assert (await gw.get("/", headers=headers)).status == 200
     client = redis.asyncio.from_url(redis_url)
     try:
@@ -149,3 +154,45 @@ async def test_cookie_ids_are_remembered_per_cookie_header_and_bounded() -> None
     assert (await cache(request_with("def"))) == session("bob")
     long_header = make_mocked_request("GET", "/", headers={"Cookie": f"{COOKIE}=abc; pad={'x' * 5000}"})
     assert cache._cookie_id(long_header) == "abc" and all(len(k) <= 4096 for k in cache._ids)
+
+
+class _SwallowingPubSub:
+    """A pubsub whose wait turns the task's cancellation into a connection error, as redis-py
+    can when it is interrupted mid-read (seen here: the cleanup of a gateway waited for ever)."""
+
+    async def subscribe(self, *_: object) -> None:
+        return None
+
+    async def get_message(self, timeout: float) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise ConnectionError("connection lost while reading") from None
+
+    async def ping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _SwallowingRedis:
+    def pubsub(self) -> _SwallowingPubSub:
+        return _SwallowingPubSub()
+
+
+async def test_the_invalidation_listener_stops_even_when_redis_swallows_the_cancellation() -> None:
+    async def lookup(_: object) -> None:
+        return None
+
+    cache = SessionCache(lookup, "c", redis_client=_SwallowingRedis())  # type: ignore[arg-type]
+    lifetime = cache.running()
+    await lifetime.__anext__()
+    await asyncio.sleep(0.05)  # the listener is inside get_message now
+    listener = cache._listener
+    assert listener is not None
+    with contextlib.suppress(StopAsyncIteration):
+        await lifetime.__anext__()
+    # Without the fix the listener took the error for a lost connection, slept and retried for
+    # ever, and the cleanup gave up on it after its bound.
+    assert listener.done() and listener.cancelled()

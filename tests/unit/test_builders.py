@@ -45,17 +45,17 @@ def _template(**spec: Any) -> Template:
     return Template.from_object(body)
 
 
-def _userland(user: str = "Koba1t", suspended: bool = False) -> Userland:
+def _userland(user: str = "Koba1t", suspended: bool = False, restarted_at: Any = None) -> Userland:
+    metadata: dict[str, Any] = {
+        "name": f"vscode-{user.lower()}",
+        "namespace": "classroom",
+        "uid": "ul-uid",
+        "generation": 1,
+    }
+    if restarted_at is not None:
+        metadata["annotations"] = {"userland.dev/restartedAt": restarted_at, "other": "x"}
     return Userland.from_object(
-        {
-            "metadata": {
-                "name": f"vscode-{user.lower()}",
-                "namespace": "classroom",
-                "uid": "ul-uid",
-                "generation": 1,
-            },
-            "spec": {"user": user, "template": "vscode", "suspended": suspended},
-        }
+        {"metadata": metadata, "spec": {"user": user, "template": "vscode", "suspended": suspended}}
     )
 
 
@@ -110,6 +110,43 @@ def test_the_hash_is_stable_and_follows_the_template() -> None:
         != builders.desired_service(_userland(), _template(port=9000))["metadata"]["annotations"][key]
     )
     assert c["metadata"]["annotations"][key] == a["metadata"]["annotations"][key]  # port: Service only
+
+
+def test_restart_annotation_goes_into_the_pod_template_golden() -> None:
+    deployment = builders.desired_deployment(_userland(restarted_at="2026-11-23T09:00:00Z"), _template())
+    _check_golden("deployment-vscode-koba1t-restarted", deployment)
+    assert deployment["spec"]["template"]["metadata"]["annotations"] == {
+        "userland.dev/restartedAt": "2026-11-23T09:00:00Z"
+    }
+    # Only the restart annotation travels; the Userland's other annotations stay on it.
+    assert "other" not in deployment["metadata"].get("annotations", {})
+
+
+def test_a_new_restart_changes_the_hash_and_the_same_one_does_not() -> None:
+    key = "userland.dev/spec-hash"
+
+    def hash_for(restarted_at: str | None) -> str:
+        deployment = builders.desired_deployment(_userland(restarted_at=restarted_at), _template())
+        return str(deployment["metadata"]["annotations"][key])
+
+    never = hash_for(None)
+    first = hash_for("2026-11-23T09:00:00Z")
+    assert first != never
+    assert hash_for("2026-11-23T09:00:00Z") == first
+    assert hash_for("2026-11-23T09:05:00.123456+09:00") not in (never, first)
+
+
+@pytest.mark.parametrize("value", [
+    "yesterday", "", "2026-11-23", "2026-13-01T00:00:00Z", "2026-11-23T25:00:00Z", "2026-11-23T09:00:00",
+    "2026-11-23T09:00:00Z\n", "2026-11-23T09:00:00+99:00", 12345, ["2026-11-23T09:00:00Z"],
+])
+def test_a_restart_annotation_that_is_not_a_timestamp_is_ignored(value: Any) -> None:
+    # Anyone who may patch a Userland may set it: garbage must neither fail the Userland nor
+    # travel into the pod template (nor restart it on every change of garbage).
+    userland = _userland(restarted_at=value)
+    assert userland.restarted_at is None
+    deployment = builders.desired_deployment(userland, _template())
+    assert "annotations" not in deployment["spec"]["template"]["metadata"]
 
 
 @pytest.mark.parametrize(

@@ -140,6 +140,11 @@ TEMPLATE_SAMPLES: dict[str, Any] = {
     "spec.storage.reclaimPolicy": "Delete",
     "spec.idleTimeout": "1h30m",
     "spec.selfService": True,
+    "spec.activity.backgroundPaths": ["/api/kernels*"],
+    "spec.activity.quietFrameBytes": 13,
+    "spec.schedule.timeZone": "Europe/Berlin",
+    "spec.schedule.wakeBefore": "15m",
+    "spec.schedule.lectures": [{"days": ["Mon", "Wed"], "start": "09:15", "end": "10:45"}],
 }
 USERLAND_SAMPLES: dict[str, Any] = {
     "spec.user": "koba1t",

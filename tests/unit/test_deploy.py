@@ -62,7 +62,7 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None:
     kinds = Counter(d["kind"] for d in rendered)
     assert kinds == Counter({
-        "Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 3,
+        "Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 4,
         "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Deployment": 4,
         "Service": 4, "NetworkPolicy": 5,
     })
@@ -135,7 +135,7 @@ def named_port(container: dict[str, Any], port: int | str) -> int:
 COMPONENTS = [
     ("userland-operator", 2, "operator", 8081, "livenessProbe"),
     ("userland-gateway", 2, "gateway", 8000, "readinessProbe"),
-    ("userland-web", 1, "web", 8080, "readinessProbe"),
+    ("userland-web", 2, "web", 8080, "readinessProbe"),
 ]
 
 
@@ -155,7 +155,8 @@ def test_components(rendered: list[dict[str, Any]], name: str, replicas: int, co
     assert (check["path"], named_port(container, check["port"])) == ("/healthz", port)
 
 
-@pytest.mark.parametrize(("name", "port"), [("userland-operator", 8081), ("userland-gateway", 8000)])
+@pytest.mark.parametrize(("name", "port"), [("userland-operator", 8081), ("userland-gateway", 8000),
+                                           ("userland-web", 8080)])
 def test_args_parse_with_the_real_command_line(rendered: list[dict[str, Any]], name: str,
                                                port: int) -> None:
     (container,) = containers(find(rendered, "Deployment", name))
@@ -265,7 +266,7 @@ def test_network_policies(rendered: list[dict[str, Any]]) -> None:
 
 def test_rbac_renders_alone() -> None:
     kinds = Counter(d["kind"] for d in kustomize(DEPLOY / "rbac"))
-    assert kinds == Counter({"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3,
+    assert kinds == Counter({"ServiceAccount": 3, "ClusterRole": 4, "ClusterRoleBinding": 3,
                              "Role": 1, "RoleBinding": 1})
 
 
@@ -275,37 +276,67 @@ def test_rbac_renders_alone() -> None:
 @pytest.fixture(scope="module")
 def examples() -> dict[str, dict[str, Any]]:
     docs = kustomize(DEPLOY / "examples")
-    assert {d["kind"] for d in docs} == {"Namespace", "Template"}
+    # The example course: deploy/course/ (namespace, RoleBinding, NetworkPolicies, VS Code) + the others.
+    assert {d["kind"] for d in docs} == {"Namespace", "Template", "RoleBinding", "NetworkPolicy"}
     templates = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Template"}
     for template in templates.values():
         assert template["metadata"]["namespace"] == "classroom"
     return templates
 
 
+def test_the_examples_are_vscode_jupyterlab_and_mariadb(examples: dict[str, dict[str, Any]]) -> None:
+    assert set(examples) == {"vscode", "jupyterlab", "mariadb"}
+
+
+@pytest.mark.parametrize(("name", "port", "mount"), [
+    ("vscode", 8080, "/home/coder"), ("jupyterlab", 8888, "/home/jovyan"),
+    ("mariadb", 8080, "/var/lib/mysql"),
+])
+def test_every_example_can_run_anywhere(examples: dict[str, dict[str, Any]], name: str, port: int,
+                                        mount: str) -> None:
+    """What makes one Template object run in a cluster and in `make run` alike: an explicit
+    command (locally there is no image entrypoint), a port no one needs root for, storage,
+    non-root containers without extra privileges, a readiness probe, limits."""
+    spec = models.Template.from_object(examples[name]).spec
+    assert spec.port == port and spec.port >= 1024
+    assert spec.storage is not None and spec.storage.mount_path == mount
+    assert spec.pod_spec["securityContext"]["runAsNonRoot"] is True
+    for container in spec.pod_spec["containers"]:
+        assert container["command"], f"{name}/{container['name']} has no command"
+        assert container["image"].startswith("localhost/userland-")  # built by deploy/images/
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                "capabilities": {"drop": ["ALL"]}}
+        assert container["readinessProbe"] and container["resources"]["limits"]
+    served = [c for c in spec.pod_spec["containers"]
+              if any(p["containerPort"] == port for p in c.get("ports", []))]
+    assert len(served) == 1  # exactly one container answers on the Template's port
+
+
 def test_vscode_example(examples: dict[str, dict[str, Any]]) -> None:
-    obj = examples["vscode"]
-    spec = models.Template.from_object(obj).spec
-    assert spec.port == 8080
-    assert spec.storage == models.Storage(size="2Gi", mount_path="/home/coder")
-    (container,) = spec.pod_spec["containers"]
-    assert container["image"].startswith("codercom/code-server")
+    (container,) = models.Template.from_object(examples["vscode"]).spec.pod_spec["containers"]
+    assert container["command"] == ["code-server"]
     args = container["args"]
     assert args[args.index("--auth") + 1] == "none"
+    assert args[args.index("--bind-addr") + 1] == "0.0.0.0:8080"
     assert any("${USER}" in e.get("value", "") for e in container["env"])
-    assert 8080 in [p["containerPort"] for p in container["ports"]]
+
+
+def test_jupyterlab_example(examples: dict[str, dict[str, Any]]) -> None:
+    (container,) = models.Template.from_object(examples["jupyterlab"]).spec.pod_spec["containers"]
+    assert container["command"] == ["jupyter-lab"]
+    assert "--ServerApp.allow_remote_access=True" in container["args"]  # the gateway keeps the Host
+    assert "--ServerApp.port=8888" in container["args"]
 
 
 def test_mariadb_phpmyadmin_example(examples: dict[str, dict[str, Any]]) -> None:
     spec = models.Template.from_object(examples["mariadb"]).spec
-    assert spec.port == 80
-    assert spec.storage is not None
-    assert spec.storage.mount_path == "/var/lib/mysql"
     pma, mariadb = spec.pod_spec["containers"]
-    assert pma["image"].startswith("phpmyadmin")
-    assert [p["containerPort"] for p in pma["ports"]] == [80]
+    assert pma["command"] == ["userland-phpmyadmin", "0.0.0.0:8080"]
     assert env_of(pma)["PMA_HOST"]["value"] == "127.0.0.1"
-    assert mariadb["image"].startswith("mariadb")
-    assert "--bind-address=127.0.0.1" in mariadb["args"]  # unreachable from outside the pod
+    # The password each student gets is made on their own volume, read by both containers.
+    password = env_of(mariadb)["MARIADB_PASSWORD_FILE"]["value"]
+    assert env_of(pma)["PMA_PASSWORD_FILE"]["value"] == password and password.startswith("/var/lib/mysql/")
+    assert "--bind-address=127.0.0.1" in mariadb["command"]  # unreachable from outside the pod
 
 
 # --- the image ---------------------------------------------------------------------------------
@@ -313,7 +344,9 @@ def test_mariadb_phpmyadmin_example(examples: dict[str, dict[str, Any]]) -> None
 
 def test_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
+    # The base is a build argument (python:3.11-slim unless told otherwise), used by both stages.
+    assert re.search(r"^ARG BASE=python:3\.11-slim$", dockerfile, re.M)
+    assert re.findall(r"^FROM (\S+)", dockerfile, re.M) == ["${BASE}", "${BASE}"]
     assert 'ENTRYPOINT ["userland"]' in dockerfile
     (user,) = re.findall(r"^USER (\S+)", dockerfile, re.M)
     assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"

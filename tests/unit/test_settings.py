@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from userland.platform.settings import Settings, SettingsError
+from userland.platform.settings import Settings, SettingsError, client_address
 
 
 def test_defaults_and_parsing() -> None:
@@ -17,7 +17,7 @@ def test_defaults_and_parsing() -> None:
             "USERLAND_COOKIE_SECURE": "false",
             "USERLAND_UPSTREAM_MODE": "LOCAL",
             "USERLAND_PUBLIC_URL": "https://userland.example.edu/",
-            "USERLAND_COOKIE_DOMAIN": ".Example.edu",
+            "USERLAND_ALLOW_PATH_ROUTES": "true",
             "USERLAND_GATEWAY_POD_LABELS": "app=gw, tier=edge",
         }
     )
@@ -26,7 +26,8 @@ def test_defaults_and_parsing() -> None:
     assert settings.cookie_secure is False
     assert settings.upstream_mode == "local"
     assert settings.public_url == "https://userland.example.edu"
-    assert settings.cookie_domain == "example.edu"
+    assert settings.allow_path_routes is True
+    assert Settings.from_env({}).allow_path_routes is False  # per-student origins by default
     assert settings.gateway_pod_labels == (("app", "gw"), ("tier", "edge"))
     assert Settings.from_env({}).cookie_secure is True
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -42,7 +43,9 @@ def test_defaults_and_parsing() -> None:
         ({"USERLAND_NAMESPACES": "Class_Room"}, "USERLAND_NAMESPACES"),
         ({"USERLAND_SESSION_TTL_SECONDS": "soon"}, "USERLAND_SESSION_TTL_SECONDS"),
         ({"USERLAND_GATEWAY_POD_LABELS": "novalue"}, "USERLAND_GATEWAY_POD_LABELS"),
-        ({"USERLAND_COOKIE_DOMAIN": "localhost"}, "USERLAND_COOKIE_DOMAIN"),
+        ({"USERLAND_ALLOW_PATH_ROUTES": "maybe"}, "USERLAND_ALLOW_PATH_ROUTES"),
+        # Removed: a cookie shared by every student origin is refused, never silently ignored.
+        ({"USERLAND_COOKIE_DOMAIN": "example.edu"}, "USERLAND_COOKIE_DOMAIN"),
     ],
 )
 def test_invalid_values_name_the_variable_in_one_line(env: dict[str, str], named: str) -> None:
@@ -64,3 +67,55 @@ def test_secrets_stay_out_of_repr() -> None:
         {"USERLAND_IDENTITY_SECRET": "s3cr3t" * 6, "USERLAND_GITHUB_CLIENT_SECRET": "gh-secret-value"}
     )
     assert "s3cr3t" not in repr(settings) and "gh-secret-value" not in repr(settings)
+
+
+def test_gateway_limits_have_defaults_and_parse() -> None:
+    defaults = Settings.from_env({})
+    assert (defaults.max_header_bytes, defaults.header_timeout_seconds, defaults.keepalive_timeout_seconds,
+            defaults.max_connections_per_client, defaults.max_websockets_per_user,
+            defaults.login_rate_per_minute) == (65536, 15.0, 30.0, 1000, 64, 120)
+    settings = Settings.from_env({
+        "USERLAND_MAX_HEADER_BYTES": "32768", "USERLAND_HEADER_TIMEOUT_SECONDS": "2.5",
+        "USERLAND_KEEPALIVE_TIMEOUT_SECONDS": "10", "USERLAND_MAX_CONNECTIONS_PER_CLIENT": "0",
+        "USERLAND_MAX_WEBSOCKETS_PER_USER": "8", "USERLAND_LOGIN_RATE_PER_MINUTE": "30"})
+    assert (settings.max_header_bytes, settings.header_timeout_seconds, settings.keepalive_timeout_seconds,
+            settings.max_connections_per_client, settings.max_websockets_per_user,
+            settings.login_rate_per_minute) == (32768, 2.5, 10.0, 0, 8, 30)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("USERLAND_MAX_HEADER_BYTES", "100", "at least 1024"),
+    ("USERLAND_MAX_HEADER_BYTES", "lots", "not a whole number"),
+    ("USERLAND_HEADER_TIMEOUT_SECONDS", "0", "between 0.1 and 3600"),
+    ("USERLAND_KEEPALIVE_TIMEOUT_SECONDS", "soon", "not a number of seconds"),
+    ("USERLAND_LOGIN_RATE_PER_MINUTE", "0", "at least 1"),
+    ("USERLAND_MAX_WEBSOCKETS_PER_USER", "-1", "at least 0"),
+])
+def test_gateway_limits_refuse_bad_values_with_one_line(name: str, value: str, message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({name: value})
+    assert name in str(caught.value) and message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("peer", "forwarded", "trusted", "client"), [
+    ("10.1.2.3", ["198.51.100.7"], (), "10.1.2.3"),  # no trusted proxies: the header is ignored
+    ("203.0.113.1", ["198.51.100.7"], ("10.0.0.0/8",), "203.0.113.1"),  # the peer is no proxy
+    ("10.1.2.3", ["198.51.100.7"], ("10.0.0.0/8",), "198.51.100.7"),
+    ("10.1.2.3", ["1.1.1.1, 198.51.100.7"], ("10.0.0.0/8",), "198.51.100.7"),  # left: the client's own
+    ("10.1.2.3", ["198.51.100.7, 10.9.9.9"], ("10.0.0.0/8",), "198.51.100.7"),  # two proxies
+    ("10.1.2.3", ["1.1.1.1", "198.51.100.7"], ("10.0.0.0/8",), "198.51.100.7"),  # repeated header
+    ("10.1.2.3", ["1.1.1.1, not-an-ip"], ("10.0.0.0/8",), "10.1.2.3"),  # malformed: stop there
+    ("10.1.2.3", [], ("10.0.0.0/8",), "10.1.2.3"),
+    ("fd00::5", ["2001:db8::1"], ("fd00::/8",), "2001:db8::1"),
+])
+def test_client_address_believes_forwarded_for_only_from_trusted_proxies(
+        peer: str, forwarded: list[str], trusted: tuple[str, ...], client: str) -> None:
+    assert client_address(peer, forwarded, trusted) == client
+
+
+def test_trusted_proxies_are_networks() -> None:
+    settings = Settings.from_env({"USERLAND_TRUSTED_PROXIES": "10.0.0.0/8, fd00::/8,192.168.1.1"})
+    assert settings.trusted_proxies == ("10.0.0.0/8", "fd00::/8", "192.168.1.1")
+    with pytest.raises(SettingsError, match="USERLAND_TRUSTED_PROXIES has 'ingress'"):
+        Settings.from_env({"USERLAND_TRUSTED_PROXIES": "ingress"})

@@ -104,8 +104,12 @@ def test_urls_for_host_and_path_routing() -> None:
         public_url="https://u.example.edu/",
         now=T0,
     )
-    assert by_host["url"] == "http://ide.example.edu/"
+    # A host route serves each student on their own origin, on the platform's port.
+    assert by_host["url"] == "http://ann.ide.example.edu:8000/"
     assert by_path["url"] == "https://u.example.edu/ide/"
+    deployed = userland_status(_userland(), _template({"host": "IDE.example.edu"}), None, None,
+                               public_url="https://u.example.edu", now=T0)
+    assert deployed["url"] == "https://ann.ide.example.edu/"
 
 
 def test_no_template_means_no_url_or_service() -> None:

@@ -1,0 +1,84 @@
+"""The platform's half of a student origin's sign-in, and the end of a sign-out.
+
+`GET /auth/handoff?origin=<origin>&next=<path>`: a student origin without its own session sends
+the browser here (the gateway does, on a navigation). Signed out: on to `/auth/login`, which
+comes back here. Signed in: `origin` must be the student's own origin, or a Template host (the
+bare `ide.example.edu` means "my origin there"); someone else's origin is a 403 page that links
+to the student's own. Then a single-use code (auth/origin_sessions.py) and a redirect to
+`<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
+A GET is enough: the code only ever goes to the signed-in student's own origin.
+
+`GET /auth/signed-out?chain=...`: the last step of a sign-out (session_routes.py): asks the
+browser to clear the platform origin's data, then goes home. Without a live chain it clears
+nothing (a link from elsewhere cannot wipe anyone's data).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode, urlsplit
+
+from aiohttp import web
+
+from userland.auth import pages
+from userland.auth.context import auth_context, fail_closed, redirect, session_cookie_id
+from userland.auth.origins import (
+    CLEAR_SITE_DATA,
+    HANDOFF_PATH,
+    normalize_origin,
+    port_suffix,
+    safe_path,
+    split_student_host,
+)
+
+HANDOFF_ROUTE = "/auth/handoff"
+SIGNED_OUT_ROUTE = "/auth/signed-out"
+
+
+def _target(origin: str | None, template_hosts: set[str], proto: str,
+            port: str) -> tuple[str | None, str] | None:
+    """(owner, Template host) for a student's origin, (None, Template host) for a bare Template
+    host, when `origin` is served by this platform (its scheme and port); else None."""
+    if origin is None:
+        return None
+    host = (urlsplit(origin).hostname or "").lower()
+    if origin != f"{proto}://{host}{port}":
+        return None
+    if host in template_hosts:
+        return None, host
+    return split_student_host(host, template_hosts)
+
+
+@fail_closed
+async def handoff(request: web.Request) -> web.StreamResponse:
+    auth = auth_context(request)
+    origin = normalize_origin(request.query.get("origin") or "")
+    next_path = safe_path(request.query.get("next"))
+    target = _target(origin, auth.template_hosts(), auth.proto, port_suffix(auth.settings.public_url))
+    if target is None or origin is None:
+        return pages.error_page(400, "Unknown address",
+                                "This address is not one of this site's environments.")
+    owner, template_host = target
+    cookie_id = session_cookie_id(request)
+    session = await auth.store.load(cookie_id) if cookie_id else None
+    if session is None or cookie_id is None:
+        back = HANDOFF_ROUTE + "?" + urlencode({"origin": origin, "next": next_path})
+        return redirect("/auth/login?" + urlencode({"next": back}))
+    login = session.login.lower()
+    own = auth.own_origin(login, template_host)
+    if owner is not None and owner != login:
+        return pages.render("message.html", status=403, title="Not your environment",
+                            message=f"This address belongs to another student's environment; you are "
+                                    f"signed in as {login}. Yours is at {own}/.",
+                            link_url=own + "/", link_text="Open your own environment")
+    code = await auth.origin_sessions.issue_code(cookie_id, own, next_path)
+    return redirect(own + HANDOFF_PATH + "?" + urlencode({"code": code, "next": next_path}))
+
+
+@fail_closed
+async def signed_out(request: web.Request) -> web.StreamResponse:
+    auth = auth_context(request)
+    chain = await auth.origin_sessions.signout(request.query.get("chain"), finish=True)
+    response = redirect("/")
+    if chain is not None:
+        response.headers["Clear-Site-Data"] = CLEAR_SITE_DATA
+    return response

@@ -1,0 +1,217 @@
+"""Sessions of student origins, the handoff codes that create them, and sign-out chains (Redis).
+
+A student origin (`alice.ide.example.edu`) never sees the platform's cookie. It gets its own
+session through a handoff, the way JupyterHub's single-user servers are OAuth clients of the hub:
+- `issue_code`: the platform, for a signed-in student who owns the origin, stores a random
+  single-use code for 60 s, bound to the platform session (by its store key) and the origin;
+- `redeem`: the gateway on that origin takes the code with GETDEL (so it works once), checks the
+  origin, and stores an origin session `{parent, origin, csrf}` under a hash of a new random
+  cookie id; the parent's hash `userland:origin-index:<parent>` (origin -> key) records it for
+  sign-out. One origin session per platform session and origin: a new handoff replaces the
+  previous one, so a student repeating handoffs in a loop cannot pile records up in Redis
+  (which runs with `noeviction`: a full Redis refuses every new sign-in);
+- `load`: one Lua script reads the origin session *and* its parent platform session in one round
+  trip, so an origin session is valid only while the platform session that made it is: a
+  sign-out (or expiry) of the platform session ends every origin at once, whatever else fails.
+`end_all` deletes a platform session's origin sessions (sign-out deletes them server side too)
+and announces each on `INVALIDATION_CHANNEL` for the gateways' lookup caches.
+A sign-out chain records the origins a signed-out browser visits to clear their data, so only
+a real sign-out (never a link from elsewhere) makes an origin send Clear-Site-Data.
+Redis failures become SessionStoreUnavailable (the gateway answers 503: fail closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio
+import redis.exceptions
+
+from userland.platform.sessions import SESSION_KEY_PREFIX, Session, SessionStoreUnavailable, decode_session
+
+HANDOFF_TTL_SECONDS = 60
+SIGNOUT_TTL_SECONDS = 300
+CODE_PREFIX = "userland:handoff:"
+ORIGIN_PREFIX = "userland:origin-session:"
+# A hash per platform session, origin -> origin-session key (was a set, `userland:origins-of:`).
+ORIGINS_OF_PREFIX = "userland:origin-index:"
+SIGNOUT_PREFIX = "userland:signout:"
+# Where cleared sessions are announced (as the SHA-256 of their cookie id), so that gateway
+# replicas caching lookups drop them at once rather than when their cache entry expires.
+INVALIDATION_CHANNEL = "userland:session-invalidations"
+_MAX_TOKEN = 128
+
+# KEYS[1]: the origin session. Returns {origin session, parent session} or false. The parent's key
+# must be a session key: a record can never make the script read another kind of key.
+_LOAD = f"""
+local raw = redis.call('GET', KEYS[1])
+if not raw then return false end
+local ok, record = pcall(cjson.decode, raw)
+if not ok or type(record) ~= 'table' or type(record.parent) ~= 'string' then return false end
+if string.sub(record.parent, 1, {len(SESSION_KEY_PREFIX)}) ~= '{SESSION_KEY_PREFIX}' then return false end
+local parent = redis.call('GET', record.parent)
+if not parent then return false end
+return {{raw, parent}}
+"""
+
+# KEYS[1]: the parent platform session, KEYS[2]: the new origin session, KEYS[3]: the parent's
+# index (origin -> key); ARGV: the record, its TTL, the origin. Nothing is written when the
+# parent is gone (signed out meanwhile); the origin's previous session, if any, is deleted.
+_REDEEM = f"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local old = redis.call('HGET', KEYS[3], ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[3], KEYS[2])
+redis.call('EXPIRE', KEYS[3], ARGV[2])
+if old and old ~= KEYS[2] and string.sub(old, 1, {len(ORIGIN_PREFIX)}) == '{ORIGIN_PREFIX}' then
+  redis.call('DEL', old)
+end
+return 1
+"""
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _plausible(token: str | None) -> bool:
+    return bool(token) and len(token or "") <= _MAX_TOKEN and (token or "").isascii()
+
+
+@dataclass(frozen=True)
+class OriginSession:
+    """A student origin's session: the platform session it came from, bound to one origin."""
+
+    session: Session
+    origin: str
+    csrf: str  # this origin's own form token (never the platform session's)
+
+    @property
+    def login(self) -> str:
+        return self.session.login
+
+    @property
+    def role(self) -> str:
+        return self.session.role
+
+    @property
+    def teams(self) -> tuple[str, ...]:
+        return self.session.teams
+
+
+@dataclass(frozen=True)
+class SignOut:
+    login: str
+    origins: tuple[str, ...]
+
+
+class OriginSessions:
+    def __init__(self, client: redis.asyncio.Redis, ttl: int) -> None:
+        self._redis = client
+        self._ttl = ttl
+        self._load = client.register_script(_LOAD)
+        self._redeem = client.register_script(_REDEEM)
+
+    async def _call(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except redis.exceptions.RedisError as exc:
+            raise SessionStoreUnavailable(type(exc).__name__) from exc
+
+    @staticmethod
+    def _text(value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    # -- handoff
+
+    async def issue_code(self, platform_cookie: str, origin: str, next_path: str) -> str:
+        code = secrets.token_urlsafe(32)
+        record = {"parent": SESSION_KEY_PREFIX + _digest(platform_cookie), "origin": origin,
+                  "next": next_path}
+        await self._call(self._redis.set(CODE_PREFIX + _digest(code), json.dumps(record),
+                                         ex=HANDOFF_TTL_SECONDS))
+        return code
+
+    async def redeem(self, code: str | None, origin: str) -> tuple[str, str] | None:
+        """(new origin cookie id, next path) for a live code issued for `origin`, else None."""
+        if not code or not _plausible(code):
+            return None
+        raw = await self._call(self._redis.getdel(CODE_PREFIX + _digest(code)))
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw)
+            parent, bound, next_path = str(record["parent"]), str(record["origin"]), str(record["next"])
+        except (ValueError, TypeError, KeyError):
+            return None
+        if bound != origin or not parent.startswith(SESSION_KEY_PREFIX):
+            return None
+        cookie_id = secrets.token_urlsafe(32)
+        key = ORIGIN_PREFIX + _digest(cookie_id)
+        value = json.dumps({"parent": parent, "origin": origin, "csrf": secrets.token_urlsafe(32)})
+        origins_of = ORIGINS_OF_PREFIX + parent.removeprefix(SESSION_KEY_PREFIX)
+        # A replaced session is not announced on the invalidation channel: it is this browser's
+        # previous cookie for the origin (the new one replaces it there), and announcing it would
+        # cut a WebSocket a second tab opened with it a moment ago. Caches forget it within 1 s.
+        done = await self._call(self._redeem(keys=[parent, key, origins_of],
+                                             args=[value, self._ttl, origin]))
+        if not done:  # signed out meanwhile
+            return None
+        return cookie_id, next_path
+
+    # -- the request path
+
+    async def load(self, cookie_id: str | None) -> OriginSession | None:
+        if not cookie_id or not _plausible(cookie_id):
+            return None
+        found = await self._call(self._load(keys=[ORIGIN_PREFIX + _digest(cookie_id)]))
+        if not found:
+            return None
+        try:
+            record = json.loads(found[0])
+            origin, csrf = str(record["origin"]), str(record["csrf"])
+        except (ValueError, TypeError, KeyError):
+            return None
+        session = decode_session(found[1])
+        return None if session is None else OriginSession(session=session, origin=origin, csrf=csrf)
+
+    # -- sign-out
+
+    async def end_all(self, platform_cookie: str) -> tuple[str, ...]:
+        """Delete every origin session made from this platform session; their origins."""
+        origins_of = ORIGINS_OF_PREFIX + _digest(platform_cookie)
+        index = {self._text(origin): self._text(key)
+                 for origin, key in (await self._call(self._redis.hgetall(origins_of))).items()}
+        keys = sorted(set(index.values()))
+        origins = sorted(index)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(origins_of, *keys)
+            for key in keys:
+                pipe.publish(INVALIDATION_CHANNEL, key.removeprefix(ORIGIN_PREFIX))
+            await self._call(pipe.execute())
+        return tuple(origins)
+
+    async def start_signout(self, login: str, origins: tuple[str, ...]) -> str:
+        chain = secrets.token_urlsafe(24)
+        await self._call(self._redis.set(SIGNOUT_PREFIX + _digest(chain),
+                                         json.dumps({"login": login, "origins": list(origins)}),
+                                         ex=SIGNOUT_TTL_SECONDS))
+        return chain
+
+    async def signout(self, chain: str | None, *, finish: bool = False) -> SignOut | None:
+        """The sign-out chain `chain`, if live; `finish` removes it (its last step)."""
+        if not chain or not _plausible(chain):
+            return None
+        key = SIGNOUT_PREFIX + _digest(chain)
+        raw = await self._call(self._redis.getdel(key) if finish else self._redis.get(key))
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw)
+            return SignOut(login=str(record["login"]), origins=tuple(str(o) for o in record["origins"]))
+        except (ValueError, TypeError, KeyError):
+            return None

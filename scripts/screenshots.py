@@ -1,0 +1,252 @@
+"""Screenshots of the web UI's main pages, for the README: `python scripts/screenshots.py [OUT]`.
+
+Starts the real pieces on loopback (the control plane with the project's CRDs and RBAC, Redis,
+the gateway with the development login, the web UI as its own ServiceAccount), makes a demo
+course of 30 students in a mix of states (their status written the way the operator writes
+it: no operator or kubelet runs), then drives Debian's Chromium through the pages an
+instructor, a student and an admin see, and writes PNGs to docs/screenshots/ (or OUT).
+Stops everything it started. Needs the cached control plane (`make control-plane`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the tests' helpers render a course from deploy/course/
+
+from aiohttp.test_utils import TestServer  # noqa: E402
+from playwright.async_api import Page, async_playwright  # noqa: E402
+
+from tests.web.course_support import apply_rbac, render_course  # noqa: E402
+from userland.local.controlplane import ControlPlane, crd_files, free_port  # noqa: E402
+from userland.local.redisserver import redis_server  # noqa: E402
+from userland.platform.kube import (  # noqa: E402
+    EVENTS,
+    NAMESPACES,
+    TEMPLATES,
+    USERLANDS,
+    KubeClient,
+    Resource,
+)
+from userland.platform.settings import Settings  # noqa: E402
+from userland.proxy.app import RUNNER_KWARGS  # noqa: E402
+from userland.proxy.app import create_app as create_gateway  # noqa: E402
+from userland.web.app import create_app as create_web  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SECRET = "s" * 40
+COURSE = "databases-101"
+OTHER = "web-dev-2026"  # labelled as a course, but without the web UI's RoleBinding
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+FIRST = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Grace", "Hedy", "Ivan", "John",
+         "Katherine", "Leslie", "Margaret", "Niklaus", "Ole", "Peter", "Radia", "Shafi", "Tim", "Tony",
+         "Ursula", "Vint", "Whitfield", "Xavier", "Yukihiro", "Zhang", "Anita", "Bjarne", "Carol"]
+LAST = ["Lovelace", "Turing", "Liskov", "Shannon", "Knuth", "Dijkstra", "Allen", "Hopper", "Lamarr",
+        "Sutherland", "McCarthy", "Johnson", "Lamport", "Hamilton", "Wirth", "Dahl", "Naur", "Perlman",
+        "Goldwasser", "Berners-Lee", "Hoare", "Franklin", "Cerf", "Diffie", "Leroy", "Matsumoto", "Wei",
+        "Borg", "Stroustrup", "Shaw"]
+
+
+def rfc3339(seconds_ago: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+
+
+def template(name: str, title: str, description: str, image: str, reclaim: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "displayName": title, "description": description, "routing": {"host": f"{name}.userland.localhost"},
+        "port": 8080, "podSpec": {"containers": [{"name": "main", "image": image}]}}
+    if reclaim:
+        spec["storage"] = {"size": "2Gi", "mountPath": "/home/student", "reclaimPolicy": reclaim}
+    return {"apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {"name": name},
+            "spec": spec}
+
+
+async def status(kube: KubeClient, ns: str, name: str, phase: str, reason: str, message: str,
+                 since: float, url: str = "") -> None:
+    body: dict[str, Any] = {"phase": phase, "conditions": [{
+        "type": "Ready", "status": "True" if phase == "Ready" else "False", "reason": reason,
+        "message": message, "lastTransitionTime": rfc3339(since)}]}
+    if url:
+        body["url"] = url
+    await kube.merge_patch(USERLANDS, ns, name, {"status": body}, subresource="status")
+
+
+async def demo_course(kube: KubeClient) -> None:
+    rng = random.Random(7)
+    for ns, title, bound in ((COURSE, "Databases 101", True), (OTHER, "Web Development", False)):
+        annotations = {"userland.dev/title": title, "userland.dev/instructors": "teacher",
+                       "userland.dev/assistants": "ta-sam,ta-kim"}
+        await kube.create(NAMESPACES, None, {"metadata": {
+            "name": ns, "labels": {"userland.dev/course": "true"}, "annotations": annotations}})
+        if bound:
+            (binding,) = [d for d in render_course(ns) if d["kind"] == "RoleBinding"]
+            await kube.create(ROLEBINDINGS, ns, binding)
+    await kube.create(TEMPLATES, COURSE, template("vscode", "VS Code",
+                                                  "Browser IDE with Python and SQL tools",
+                                                  "codercom/code-server:4.96", "Retain"))
+    await kube.create(TEMPLATES, COURSE, template("mariadb", "MariaDB + phpMyAdmin",
+                                                  "A database of your own with a web console",
+                                                  "mariadb:11.4", "Delete"))
+    for name, ready, users, reason, message in (
+            ("vscode", True, 30, "Valid", "applies cleanly"),
+            ("mariadb", False, 30, "InvalidPodSpec",
+             'Deployment.apps "mariadb-sample" is invalid: spec.template.spec.containers[1].name: '
+             'Duplicate value: "main"')):
+        await kube.merge_patch(TEMPLATES, COURSE, name, {"status": {"userlands": users, "conditions": [{
+            "type": "Ready", "status": "True" if ready else "False", "reason": reason, "message": message,
+            "lastTransitionTime": rfc3339(3600)}]}}, subresource="status")
+    logins = [f"{first.lower()}-{last.lower()}"[:39] for first, last in zip(FIRST, LAST, strict=True)]
+    logins[0] = "alice"
+    for i, login in enumerate(logins):
+        annotations = {"userland.dev/name": f"{FIRST[i]} {LAST[i]}",
+                       "userland.dev/email": f"{login}@uni.example",
+                       "userland.dev/section": "A" if i % 2 else "B", "userland.dev/added-by": "teacher",
+                       "userland.dev/last-activity": rfc3339(rng.randint(60, 3 * 86400))}
+        for tmpl in ("vscode", "mariadb"):
+            name = f"{tmpl}-{login}"
+            await kube.create(USERLANDS, COURSE, {
+                "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                "metadata": {"name": name, "annotations": annotations,
+                             "labels": {"userland.dev/user": login, "userland.dev/template": tmpl}},
+                "spec": {"user": login, "template": tmpl, "suspended": i in (7, 19)}})
+            url = f"http://{login}.{tmpl}.userland.localhost/"
+            if i in (7, 19):
+                await status(kube, COURSE, name, "Suspended", "Suspended", "suspended", 7200)
+            elif i in (3, 11, 23) and tmpl == "vscode":
+                await status(kube, COURSE, name, "Starting", "Starting", "0 of 1 replicas available",
+                             rng.randint(20, 400), url)
+            elif i in (5, 16) and tmpl == "mariadb":
+                await status(kube, COURSE, name, "Failed", "ProgressDeadlineExceeded",
+                             'Back-off pulling image "mariadb:11.4"', 900, url)
+                obj = await kube.get(USERLANDS, COURSE, name)
+                await kube.create(EVENTS, COURSE, {
+                    "metadata": {"name": f"{name}.failed"}, "type": "Warning", "reason": "Failed",
+                    "message": 'Failed to pull image "mariadb:11.4": rpc error: code = NotFound',
+                    "involvedObject": {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                                       "name": name, "namespace": COURSE, "uid": obj["metadata"]["uid"]},
+                    "firstTimestamp": rfc3339(900), "lastTimestamp": rfc3339(60), "count": 14})
+            else:
+                await status(kube, COURSE, name, "Ready", "Available", "ready", 5000, url)
+
+
+async def sign_in(page: Page, url: str, login: str, path: str) -> None:
+    await page.goto(f"{url}/auth/dev-login?next={quote(url + path, safe='')}")
+    await page.fill("#login", login)
+    await page.click("button[type=submit]")
+    await page.wait_for_load_state("networkidle")
+
+
+async def shoot(page: Page, out: Path, name: str, *, full: bool = True) -> None:
+    await page.wait_for_timeout(300)
+    await page.screenshot(path=str(out / f"{name}.png"), full_page=full)
+    print(f"  {out / (name + '.png')}")
+
+
+ROSTER = (b"login,name,email,section\nnew-student,New Student,new@uni.example,A\n"
+          b"another-one,Another One,another@uni.example,B\nnot a login!,Typo,,A\nalice,,,\n"
+          b"new-student,Duplicate,,A\n")
+
+
+async def drive(url: str, out: Path) -> None:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            teacher = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+            await sign_in(teacher, url, "teacher", f"/courses/{COURSE}")
+            await teacher.goto(f"{url}/courses/{COURSE}")
+            await shoot(teacher, out, "dashboard", full=False)
+            await teacher.goto(f"{url}/courses/{COURSE}?phase=failed")
+            await shoot(teacher, out, "dashboard-failed", full=False)
+            await teacher.goto(f"{url}/courses/{COURSE}/add")
+            await shoot(teacher, out, "add-students")
+            await teacher.set_input_files("#file", {"name": "roster.csv", "mimeType": "text/csv",
+                                                    "buffer": ROSTER})
+            await teacher.uncheck("input[value=mariadb]")
+            await teacher.check("input[value=vscode]")
+            await teacher.click("button:has-text('Add students')")
+            await shoot(teacher, out, "add-results")
+            await teacher.goto(f"{url}/courses/{COURSE}")
+            await teacher.click("section.course-wide button[value=remove]")
+            await shoot(teacher, out, "confirm-remove-all")
+            await teacher.goto(f"{url}/courses/{COURSE}")
+            await teacher.locator('tr[data-name="vscode-alan-turing"] button[value=restart]').click()
+            await teacher.goto(f"{url}/courses/{COURSE}/audit")
+            await shoot(teacher, out, "audit")
+
+            student = await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
+            await sign_in(student, url, "alice", "/me")
+            await shoot(student, out, "my-environments")
+
+            admin = await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
+            await sign_in(admin, url, "admin", "/admin")
+            await shoot(admin, out, "admin")
+            await admin.goto(f"{url}/admin/templates")
+            await shoot(admin, out, "admin-templates")
+
+            phone = await (await browser.new_context(viewport={"width": 390, "height": 844},
+                                                     device_scale_factor=2)).new_page()
+            await sign_in(phone, url, "teacher", f"/courses/{COURSE}")
+            await shoot(phone, out, "dashboard-phone", full=False)
+        finally:
+            await browser.close()
+
+
+async def main(out: Path) -> None:
+    state = Path(tempfile.mkdtemp(prefix="userland-screens-"))
+    users = {"web-token": ("system:serviceaccount:userland-system:userland-web",
+                           ("system:serviceaccounts", "system:authenticated"))}
+    plane = ControlPlane(state_dir=state / "k8s", users=users).start(crd_files())
+    servers: list[TestServer] = []
+    try:
+        (state / "redis").mkdir()
+        with redis_server(state / "redis") as redis_url:
+            apply_rbac(plane)
+            port = free_port()
+            public_url = f"http://userland.localhost:{port}"
+            admin_kube = await KubeClient.connect(str(plane.kubeconfig))
+            web_config = plane.write_kubeconfig(state / "web.kubeconfig", "web-token")
+            web_kube = await KubeClient.connect(str(web_config))
+            try:
+                await demo_course(admin_kube)
+                settings = Settings(
+                    namespaces=(COURSE,), redis_url=redis_url, identity_secret=SECRET, public_url=public_url,
+                    admins=("admin",), dev_login=True, upstream_mode="local", cookie_secure=False)
+                web_ui = TestServer(create_web(settings, kube=web_kube), host="127.0.0.1")
+                await web_ui.start_server()
+                servers.append(web_ui)
+                gateway_settings = replace(settings, web_url=f"http://127.0.0.1:{web_ui.port}")
+                gateway = TestServer(create_gateway(gateway_settings, kube=admin_kube), host="127.0.0.1",
+                                     port=port)
+                await gateway.start_server(**{k: v for k, v in RUNNER_KWARGS.items()
+                                              if k != "handler_cancellation"})
+                servers.append(gateway)
+                print(f"platform at {public_url}; writing screenshots to {out}")
+                await drive(public_url, out)
+            finally:
+                for server in reversed(servers):
+                    await server.close()
+                await web_kube.close()
+                await admin_kube.close()
+    finally:
+        plane.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if not Path(CHROMIUM).exists():
+        sys.exit(f"{CHROMIUM} is needed (apt-get install chromium)")
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "screenshots"
+    target.mkdir(parents=True, exist_ok=True)
+    asyncio.run(main(target))

@@ -1,0 +1,185 @@
+"""The real apps in `make run`, in a real browser, as two students would use them.
+
+Real: everything. `userland local` (what `make run` starts) with its control plane, operator,
+gateway, web UI and local runner runs the Templates shipped in deploy/ unchanged: VS Code
+(code-server), JupyterLab and MariaDB + phpMyAdmin, installed by `make local-apps` (which
+`make test` runs first). Debian's Chromium, driven by Playwright, signs in with the
+development login and uses each app through the gateway at the student's own origin:
+JupyterLab computes 6*7 in a notebook (its kernel over a WebSocket), code-server's terminal
+(a WebSocket too) writes a file, phpMyAdmin is logged in to the student's own MariaDB. Then
+bob, in another browser context, sees none of alice's files or databases, and alice's origins
+refuse him.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from tests.local.test_make_run import read_until_ready
+from userland.local.controlplane import find_repo, free_port
+from userland.local.runner import app_bin_dirs
+
+STARTUP_TIMEOUT = 120
+APPS = ("code-server", "jupyter-lab", "userland-mariadb", "userland-phpmyadmin")
+
+
+def _apps_installed() -> bool:
+    path = ":".join(str(b) for b in app_bin_dirs(dict(os.environ), find_repo()))
+    return all(shutil.which(app, path=path) for app in APPS)
+
+
+pytestmark = pytest.mark.skipif(
+    not _apps_installed(), reason="the real apps are not installed: run `make local-apps` (make test does)")
+
+
+@dataclass
+class Local:
+    port: int
+    state_dir: Path
+
+    def template(self, name: str) -> str:
+        return f"http://{name}.localhost:{self.port}/"
+
+    def origin(self, name: str, student: str) -> str:
+        return f"http://{student}.{name}.localhost:{self.port}/"
+
+    def volume(self, template: str, student: str) -> Path:
+        return self.state_dir / "environments" / "volumes" / "classroom" / f"{template}-{student}-data"
+
+
+@pytest.fixture
+async def local(tmp_path: Path) -> AsyncIterator[Local]:
+    port = free_port()
+    os.chmod(tmp_path, 0o755)  # the environments' account passes through to its folders
+    state_dir = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("USERLAND_GITHUB")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
+        "--state-dir", str(state_dir), "--students", "alice,bob",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
+    lines: list[str] = []
+    try:
+        await asyncio.wait_for(read_until_ready(process, lines), STARTUP_TIMEOUT)
+        assert "not installed here" not in "".join(lines), "".join(lines)
+        yield Local(port, state_dir)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), 60)
+            except TimeoutError:
+                os.killpg(process.pid, signal.SIGKILL)
+                raise
+
+
+async def sign_in(context: BrowserContext, url: str, login: str) -> Page:
+    """Open `url` signed out: the gateway's handoff leads to the development login; sign in."""
+    page = await context.new_page()
+    await page.goto(url)
+    await page.get_by_label(re.compile("name", re.I)).first.fill(login)
+    await page.get_by_role("button", name=re.compile("sign in", re.I)).click()
+    return page
+
+
+async def wait_until_answering(page: Page, url: str, own_host: str) -> None:
+    """Open `url`; while the environment is still starting the gateway's page reloads itself."""
+    await page.goto(url)
+    await page.wait_for_url(re.compile(rf"^http://{re.escape(own_host)}:\d+/"), timeout=60_000)
+
+
+async def jupyter_computes(page: Page, local: Local, student: str) -> None:
+    await wait_until_answering(page, local.template("jupyterlab"), f"{student}.jupyterlab.localhost")
+    await page.locator('.jp-LauncherCard[title*="Python 3"]').first.click(timeout=90_000)
+    idle = page.get_by_role("button", name=re.compile(r"Python 3 \(ipykernel\) \| Idle"))
+    await expect(idle).to_be_visible(timeout=60_000)  # the kernel answers over its WebSocket
+    await page.locator(".jp-Cell .cm-content:visible").first.click()
+    await page.keyboard.type("6*7")
+    await page.keyboard.press("Shift+Enter")
+    await expect(page.locator(".jp-OutputArea-output:visible").first).to_have_text("42", timeout=30_000)
+    await page.keyboard.press("Control+s")
+    await expect(page.get_by_role("listitem", name=re.compile("Untitled.ipynb"))).to_be_visible()
+
+
+async def open_terminal(page: Page) -> None:
+    """Open a terminal through the command palette. While the workbench is still settling (the
+    welcome page opening, extensions starting) it may take the focus and close the palette, so
+    try again a few times before giving up."""
+    row = page.locator(".quick-input-list .monaco-list-row").first
+    terminal = page.locator(".xterm-helper-textarea").first
+    for _ in range(6):
+        await page.keyboard.press("Escape")
+        await page.keyboard.press("F1")
+        await page.keyboard.type("Terminal: Create New Terminal")
+        try:
+            await row.wait_for(timeout=10_000)
+            await page.keyboard.press("Enter")
+            await terminal.wait_for(timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    await terminal.wait_for(timeout=1_000)  # fails with the locator's own message
+
+
+async def vscode_terminal_writes(page: Page, local: Local, student: str, text: str) -> None:
+    await wait_until_answering(page, local.template("vscode"), f"{student}.vscode.localhost")
+    await page.locator(".monaco-workbench").wait_for(timeout=90_000)
+    await open_terminal(page)
+    await page.locator(".xterm-helper-textarea").first.focus()
+    await page.keyboard.type(f"echo {text} > proof.txt\n")
+    # The file appears in the explorer, and on the student's own volume.
+    await expect(page.get_by_role("treeitem", name=re.compile("proof.txt"))).to_be_visible(timeout=30_000)
+
+
+async def phpmyadmin_databases(page: Page, local: Local, student: str) -> str:
+    await wait_until_answering(page, local.template("mariadb"), f"{student}.mariadb.localhost")
+    tree = page.locator("#pma_navigation_tree")
+    await expect(tree).to_contain_text(student, timeout=60_000)
+    return await tree.inner_text()
+
+
+@pytest.mark.slow
+async def test_two_students_use_the_real_apps_and_never_see_each_others(
+        browser: Browser, local: Local) -> None:
+    alice = await browser.new_context()
+    bob = await browser.new_context()
+    try:
+        page = await sign_in(alice, local.template("jupyterlab"), "alice")
+        await jupyter_computes(page, local, "alice")
+        await vscode_terminal_writes(page, local, "alice", "alice-was-here-$((6*7))")
+        assert (local.volume("vscode", "alice") / "proof.txt").read_text() == "alice-was-here-42\n"
+        databases = await phpmyadmin_databases(page, local, "alice")
+        assert "bob" not in databases
+
+        page = await sign_in(bob, local.template("vscode"), "bob")
+        await page.wait_for_url(re.compile(r"^http://bob\.vscode\.localhost:\d+/"), timeout=60_000)
+        await page.locator(".monaco-workbench").wait_for(timeout=90_000)
+        explorer = page.locator(".explorer-folders-view")
+        await expect(explorer).to_contain_text(".config", timeout=30_000)  # his own folder, listed
+        assert "proof.txt" not in await explorer.inner_text()
+        databases = await phpmyadmin_databases(page, local, "bob")
+        assert "alice" not in databases
+        await wait_until_answering(page, local.template("jupyterlab"), "bob.jupyterlab.localhost")
+        files = page.get_by_role("region", name="File Browser Section")
+        await expect(files).to_be_visible(timeout=60_000)
+        assert "Untitled.ipynb" not in await files.inner_text()
+        # Alice's own addresses refuse him, whatever he sends.
+        for template in ("vscode", "jupyterlab", "mariadb"):
+            response = await page.goto(local.origin(template, "alice"))
+            assert response is not None and response.status == 403
+    finally:
+        for context in (alice, bob):
+            with contextlib.suppress(Exception):
+                await context.close()

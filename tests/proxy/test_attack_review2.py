@@ -1,0 +1,58 @@
+"""Second attack review of issues 6 and 7: what a signed-in student can pile up in Redis.
+
+A signed-in student repeats the handoff of their own origin (platform `/auth/handoff`, then the
+origin's `/__userland/handoff`) in a loop. Each round made a new origin session that lived as
+long as the platform session (hours): nothing capped them, and Redis runs with `noeviction`, so
+one student could fill it and every new sign-in on the platform would fail. A platform session
+now holds at most one origin session per origin: a new handoff replaces the previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import redis.asyncio
+
+from userland.auth.origin_sessions import ORIGIN_PREFIX
+from userland.platform.sessions import SESSION_KEY_PREFIX
+
+from .conftest import IDE_HOST, EchoFactory, GatewayFactory, World
+from .test_origins import ALICE, follow_handoff, host_of
+
+
+async def _origin_sessions_of(client: redis.asyncio.Redis, platform_cookie: str) -> int:
+    parent = SESSION_KEY_PREFIX + hashlib.sha256(platform_cookie.encode()).hexdigest()
+    count = 0
+    async for key in client.scan_iter(ORIGIN_PREFIX + "*"):
+        raw = await client.get(key)
+        if raw is not None and json.loads(raw)["parent"] == parent:
+            count += 1
+    return count
+
+
+async def test_repeated_handoffs_keep_one_origin_session_per_origin(
+        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, sessions: Any,
+        redis_url: str) -> None:
+    await world.template("vscode", host=IDE_HOST)
+    await world.environment("vscode", "alice", await echo_factory("alice-env"))
+    await world.template("pma", host="pma.test")
+    await world.environment("pma", "alice", await echo_factory("alice-pma"))
+    gw = await gateway_factory()
+    alice = await sessions("alice")
+    cookies = [(await follow_handoff(gw, alice, ALICE)).cookies["userland_origin"].value for _ in range(40)]
+    other = (await follow_handoff(gw, alice, "http://alice.pma.test")).cookies["userland_origin"].value
+    client = redis.asyncio.from_url(redis_url)
+    try:
+        # Before: 41 records, each valid for the platform session's lifetime.
+        assert await _origin_sessions_of(client, alice) == 2
+    finally:
+        await client.aclose()
+    # The newest cookie of each origin works; the replaced ones do not.
+    latest = await gw.get("/", headers={"Host": host_of(ALICE), "Cookie": f"userland_origin={cookies[-1]}"})
+    assert (await latest.json())["upstream"] == "alice-env"
+    pma = await gw.get("/", headers={"Host": "alice.pma.test", "Cookie": f"userland_origin={other}"})
+    assert (await pma.json())["upstream"] == "alice-pma"
+    replaced = await gw.get("/", headers={"Host": host_of(ALICE), "Cookie": f"userland_origin={cookies[0]}"})
+    assert replaced.status == 401

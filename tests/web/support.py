@@ -1,0 +1,54 @@
+"""Helpers shared by the web UI tests: course namespaces, Userlands, status as the operator writes it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
+
+COURSE_LABEL = "userland.dev/course"
+
+
+async def make_course(kube: KubeClient, namespace: str, *, instructors: str = "teacher",
+                      assistants: str = "ta1", title: str = "") -> None:
+    annotations = {"userland.dev/instructors": instructors, "userland.dev/assistants": assistants}
+    if title:
+        annotations["userland.dev/title"] = title
+    await kube.merge_patch(NAMESPACES, None, namespace, {"metadata": {
+        "labels": {COURSE_LABEL: "true"}, "annotations": annotations}})
+
+
+async def add_userland(kube: KubeClient, namespace: str, user: str, template: str = "ide",
+                       **annotations: str) -> dict[str, Any]:
+    body = {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+            "metadata": {"name": f"{template}-{user}", "annotations": annotations},
+            "spec": {"user": user, "template": template}}
+    return await kube.create(USERLANDS, namespace, body)
+
+
+async def set_phase(kube: KubeClient, namespace: str, name: str, phase: str, *, reason: str = "",
+                    message: str = "", url: str = "") -> None:
+    """Write a Userland's status as the operator does (status subresource)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status: dict[str, Any] = {"phase": phase, "conditions": [{
+        "type": "Ready", "status": "True" if phase == "Ready" else "False",
+        "reason": reason or ("Available" if phase == "Ready" else phase),
+        "message": message or f"the environment is {phase.lower()}", "lastTransitionTime": now}]}
+    if url:
+        status["url"] = url
+    await kube.merge_patch(USERLANDS, namespace, name, {"status": status}, subresource="status")
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll `check` until it returns something truthy (the watches are asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.02)

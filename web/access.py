@@ -1,0 +1,75 @@
+"""Who may open a course page or run an action: the course from its namespace, then the rules.
+
+`require_course` is the one gate every course route passes. It looks the namespace up (from
+the watch cache when the app has one: `CourseDirectory`, else one API call), refuses anything
+that is not a course with the same 404 page whether the namespace exists or not (no probing
+of namespace names), and refuses a role without the permission with a 403 page.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aiohttp import web
+
+from userland.platform import naming
+from userland.platform.kube import NAMESPACES, NotFound
+from userland.web.context import identity_of, web_context
+from userland.web.courses import COURSE_LABEL, Action, Course, CourseRole, course_role, may
+
+
+class CourseDirectory(Protocol):
+    """Where courses come from (the app's watch cache implements it)."""
+
+    def course(self, namespace: str) -> Course | None: ...
+
+
+DIRECTORY = "userland.course_directory"  # WebContext.extras key for a CourseDirectory
+
+
+_RAISABLE: dict[int, type[web.HTTPException]] = {
+    400: web.HTTPBadRequest, 403: web.HTTPForbidden, 404: web.HTTPNotFound, 409: web.HTTPConflict,
+    503: web.HTTPServiceUnavailable,
+}
+
+
+def Refused(response: web.Response) -> web.HTTPException:
+    """A rendered error page as an exception, to leave a handler from deep inside it."""
+    return _RAISABLE[response.status](text=response.text, content_type="text/html",
+                                      headers={"Cache-Control": "no-store"})
+
+
+async def find_course(request: web.Request, namespace: str) -> Course | None:
+    ctx = web_context(request)
+    if not naming.is_valid_dns_label(namespace):
+        return None
+    directory = ctx.extras.get(DIRECTORY)
+    if directory is not None:
+        course: Course | None = directory.course(namespace)
+        if course is not None:
+            return course
+        # A miss may be a course made a moment ago that the watch has not seen yet: ask once.
+    assert ctx.kube is not None
+    try:
+        obj = await ctx.kube.get(NAMESPACES, None, namespace)
+    except NotFound:
+        return None
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return Course.from_namespace(obj) if labels.get(COURSE_LABEL) == "true" else None
+
+
+async def require_course(request: web.Request, namespace: str, action: Action) -> tuple[Course, CourseRole]:
+    """The course and the caller's role in it, or raise a 404/403 page."""
+    ctx = web_context(request)
+    who = identity_of(request)
+    course = await find_course(request, namespace)
+    role = course_role(who, course) if course is not None else None
+    if course is None or role is None:
+        raise Refused(ctx.error(request, 404, "No such course",
+                                "There is no course here that you teach or assist. Check the link, or "
+                                "ask the course's instructor to add you as staff."))
+    if not may(role, action):
+        raise Refused(ctx.error(request, 403, "Not allowed",
+                                f"As {'an' if role[0] in 'aeiou' else 'a'} {role} of {course.title} you "
+                                "cannot do this. Ask an instructor of the course."))
+    return course, role

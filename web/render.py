@@ -1,0 +1,49 @@
+"""Pages: jinja2 templates (autoescape on, undefined is an error) rendered into responses.
+
+Every page gets the signed-in identity, a CSRF token for its forms, and the navigation it
+may show; every response is `no-store` (pages show live, per-user data).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import jinja2
+from aiohttp import web
+
+from userland.platform.identity import Identity
+from userland.web import security
+
+
+def make_environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("userland.web", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["address"] = address
+    return env
+
+
+def address(url: str) -> str:
+    """An environment's URL as a person reads it out: `alice.ide.example.edu` (no scheme, no
+    lone trailing slash), or `u.example.edu/db/` for a path route."""
+    parts = urlsplit(url)
+    if not parts.netloc:
+        return url
+    path = "" if parts.path in ("", "/") else parts.path
+    return parts.netloc + path
+
+
+def page(env: jinja2.Environment, name: str, *, status: int = 200, who: Identity | None = None,
+         secret: str = "", **context: Any) -> web.Response:
+    context.setdefault("title", "")
+    context["who"] = who
+    context["csrf"] = security.csrf_token(secret, who.login) if who is not None and secret else ""
+    body = env.get_template(name).render(**context)
+    response = web.Response(text=body, status=status, content_type="text/html")
+    response.headers["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,52 @@
+"""Running the web UI: one process, uvloop when installed, a clean SIGTERM.
+
+Several replicas can run side by side: the web UI keeps no per-user state of its own (the
+identity comes signed with each request, CSRF tokens are stateless, the audit log is in Redis,
+and every replica keeps its own watches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from userland.platform.settings import Settings
+from userland.web.app import create_app
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WebOptions:
+    host: str
+    port: int
+    kubeconfig: str | None = None
+
+
+async def serve(settings: Settings, options: WebOptions) -> None:
+    app = create_app(settings, kubeconfig=options.kubeconfig)
+    runner = web.AppRunner(app, access_log=None, handle_signals=True)
+    await runner.setup()
+    site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
+    await site.start()
+    log.info("web UI listening", extra={"address": f"{options.host}:{options.port}"})
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def run_web(settings: Settings, options: WebOptions) -> int:
+    if importlib.util.find_spec("uvloop") is not None:
+        import uvloop
+
+        uvloop.install()
+    try:
+        asyncio.run(serve(settings, options))
+    except (KeyboardInterrupt, web.GracefulExit):
+        pass
+    return 0

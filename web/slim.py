@@ -1,0 +1,104 @@
+"""What the web UI keeps of each watched object: only the fields its pages read.
+
+Each function takes an object from the API server and returns a much smaller dict of the same
+shape (metadata/spec/status), so the informers' caches stay small at thousands of objects and
+the pure dashboard code reads them like the originals. `metadata.namespace/name/resourceVersion`
+are always kept: the informer keys and versions objects by them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from userland.platform import naming
+
+JSON = dict[str, Any]
+
+# Userland annotations the pages show (roster details and sleep/wake's last activity).
+ANNOTATION_NAME = "userland.dev/name"
+ANNOTATION_EMAIL = "userland.dev/email"
+ANNOTATION_SECTION = "userland.dev/section"
+ANNOTATION_LAST_ACTIVITY = "userland.dev/last-activity"
+_KEPT_ANNOTATIONS = (ANNOTATION_NAME, ANNOTATION_EMAIL, ANNOTATION_SECTION, ANNOTATION_LAST_ACTIVITY,
+                     "userland.dev/title", "userland.dev/instructors", "userland.dev/assistants")
+_KEPT_LABELS = (naming.LABEL_USER, naming.LABEL_TEMPLATE, naming.LABEL_USERLAND, "userland.dev/course")
+
+
+def _meta(obj: JSON, *, labels: bool = False, annotations: bool = False) -> JSON:
+    meta = obj.get("metadata") or {}
+    out: JSON = {k: meta[k] for k in ("name", "namespace", "resourceVersion", "creationTimestamp",
+                                      "deletionTimestamp") if meta.get(k)}
+    if labels:
+        out["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k in _KEPT_LABELS}
+    if annotations:
+        out["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
+                              if k in _KEPT_ANNOTATIONS}
+    return out
+
+
+def _ready(conditions: Any) -> list[JSON]:
+    return [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+            for c in conditions or [] if isinstance(c, dict) and c.get("type") == "Ready"]
+
+
+def namespace(obj: JSON) -> JSON:
+    return {"metadata": _meta(obj, labels=True, annotations=True)}
+
+
+def userland(obj: JSON) -> JSON:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return {
+        "metadata": _meta(obj, annotations=True),
+        "spec": {k: spec[k] for k in ("user", "template", "suspended") if k in spec},
+        "status": {**{k: status[k] for k in ("phase", "url") if k in status},
+                   "conditions": _ready(status.get("conditions"))},
+    }
+
+
+def template(obj: JSON) -> JSON:
+    spec = obj.get("spec") or {}
+    storage = spec.get("storage") or {}
+    slim_spec: JSON = {k: spec[k] for k in ("displayName", "description") if spec.get(k)}
+    if storage:
+        slim_spec["storage"] = {"reclaimPolicy": storage.get("reclaimPolicy", "Retain")}
+    return {"metadata": _meta(obj), "spec": slim_spec,
+            "status": {"conditions": _ready((obj.get("status") or {}).get("conditions"))}}
+
+
+def deployment(obj: JSON) -> JSON:
+    status = obj.get("status") or {}
+    progressing = [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+                   for c in status.get("conditions") or [] if c.get("type") == "Progressing"]
+    return {"metadata": _meta(obj, labels=True),
+            "status": {"availableReplicas": int(status.get("availableReplicas") or 0),
+                       "conditions": progressing}}
+
+
+def pod(obj: JSON) -> JSON:
+    status = obj.get("status") or {}
+    statuses = (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+    waiting = []
+    for cs in statuses:
+        state = (cs.get("state") or {}).get("waiting")
+        if state and state.get("reason"):
+            waiting.append({"reason": state.get("reason"), "message": str(state.get("message") or "")[:300]})
+    slim: JSON = {"metadata": _meta(obj, labels=True),
+                  "status": {"phase": status.get("phase", ""), "waiting": waiting,
+                             "restarts": sum(int(cs.get("restartCount") or 0) for cs in statuses)}}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            slim["status"]["unschedulable"] = str(cond.get("message") or cond.get("reason") or "")[:300]
+    return slim
+
+
+def event(obj: JSON) -> JSON:
+    involved = obj.get("involvedObject") or {}
+    slim: JSON = {"metadata": _meta(obj), "type": obj.get("type", ""),
+                  "involvedObject": {"kind": involved.get("kind", ""), "name": involved.get("name", "")}}
+    if slim["type"] == "Warning":  # only warnings explain failures: normal ones are kept as stubs
+        slim.update(reason=obj.get("reason", ""), message=str(obj.get("message") or "")[:300],
+                    count=int(obj.get("count") or 1),
+                    lastTimestamp=obj.get("lastTimestamp") or obj.get("eventTime")
+                    or (obj.get("metadata") or {}).get("creationTimestamp") or "")
+    return slim

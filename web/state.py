@@ -1,0 +1,339 @@
+"""The web UI's own watches: which namespaces are courses, and what is in each course.
+
+One cluster-wide informer on namespaces labelled `userland.dev/course=true`; per course, one
+informer each for Userlands, Templates, Deployments, Pods and Events of that namespace, started
+when the course appears and stopped when it goes. Objects are cut down (web/slim.py) and kept
+compact, so 1,000 Userlands cost little memory. A namespace the web UI may not read (no
+RoleBinding yet: 403) is "not set up": it is probed again every `probe_interval` seconds and
+never stops the others.
+
+Every change is reduced to the students it touches and passed to the `Notifier`, which tells
+the live dashboards once per tick. Rows are built lazily from the cache (web/dashboard.py) and
+memoized per student until one of that student's objects changes: a page render of 500
+students makes no API call and rebuilds only what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from userland.platform import naming
+from userland.platform.informer import Informer
+from userland.platform.kube import (
+    DEPLOYMENTS,
+    EVENTS,
+    JSON,
+    NAMESPACES,
+    PODS,
+    TEMPLATES,
+    USERLANDS,
+    KubeClient,
+    KubeError,
+)
+from userland.web import dashboard, slim
+from userland.web.courses import COURSE_LABEL, Course
+from userland.web.notifier import EVERYTHING, Notifier
+
+log = logging.getLogger(__name__)
+
+WatchStatus = Literal["starting", "ready", "not_set_up", "degraded"]
+STATE = "userland.class_state"  # WebContext.extras key for the ClassState
+
+
+def _meta(obj: JSON | None) -> JSON:
+    return (obj or {}).get("metadata") or {}
+
+
+def _user(obj: JSON | None) -> str:
+    return naming.login_of(((obj or {}).get("spec") or {}).get("user"))
+
+
+class CourseWatch:
+    """The cached objects of one course namespace, with indices by student and by Userland."""
+
+    def __init__(self, kube: KubeClient, namespace: str, notifier: Notifier, *,
+                 probe_interval: float = 30.0, sync_deadline: float = 20.0) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.notifier = notifier
+        self.probe_interval = probe_interval
+        self.sync_deadline = sync_deadline
+        self.status: WatchStatus = "starting"
+        self.problem = ""
+
+        def informer(resource: Any, transform: Any, selector: str | None = None) -> Informer:
+            return Informer(kube, resource, [namespace], transform=transform, compact=True,
+                            label_selector=selector)
+
+        managed = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
+        self.userlands = informer(USERLANDS, slim.userland)
+        self.templates = informer(TEMPLATES, slim.template)
+        self.deployments = informer(DEPLOYMENTS, slim.deployment, managed)
+        self.pods = informer(PODS, slim.pod, managed)
+        self.events = informer(EVENTS, slim.event)
+        self.informers = (self.userlands, self.templates, self.deployments, self.pods, self.events)
+        # Indices (names within this namespace).
+        self.by_user: dict[str, set[str]] = {}          # login -> Userland names
+        self.owner: dict[str, str] = {}                  # Userland or Deployment name -> login
+        self.deployment_of: dict[str, str] = {}          # Userland name -> its Deployment's name
+        self.pods_of: dict[str, set[str]] = {}           # Userland label value -> pod names
+        self.warnings: dict[str, set[str]] = {}          # involved object name -> Warning Event names
+        self._rows: dict[str, dashboard.StudentRow] = {}
+        self.userlands.add_handler(self._on_userland)
+        self.templates.add_handler(self._on_template)
+        self.deployments.add_handler(self._on_deployment)
+        self.pods.add_handler(self._on_pod)
+        self.events.add_handler(self._on_event)
+
+    # ---- change handlers: keep the indices, forget cached rows, tell the notifier ----
+    def _touch(self, logins: Iterable[str]) -> None:
+        logins = {login for login in logins if login}
+        for login in logins:
+            self._rows.pop(login, None)
+        if logins:
+            self.notifier.changed(self.namespace, logins)
+
+    def _touch_all(self) -> None:
+        self._rows.clear()
+        self.notifier.changed(self.namespace, {EVERYTHING})
+
+    def _on_userland(self, old: JSON | None, new: JSON | None) -> None:
+        for obj, present in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            name, user = str(_meta(obj).get("name") or ""), _user(obj)
+            spec = obj.get("spec") or {}
+            try:
+                deployment = naming.deployment_name(str(spec.get("template") or ""), user)
+            except naming.InvalidName:
+                deployment = name
+            if present:
+                self.by_user.setdefault(user, set()).add(name)
+                self.owner[name] = self.owner[deployment] = user
+                self.deployment_of[name] = deployment
+            else:
+                names = self.by_user.get(user, set())
+                names.discard(name)
+                if not names:
+                    self.by_user.pop(user, None)
+                if new is None:
+                    self.owner.pop(name, None)
+                    self.owner.pop(self.deployment_of.pop(name, deployment), None)
+        self._touch({_user(old), _user(new)})
+
+    def _on_template(self, old: JSON | None, new: JSON | None) -> None:
+        self._touch_all()  # titles and storage policies show on every row
+
+    def _on_deployment(self, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old or {}
+        labels = _meta(obj).get("labels") or {}
+        self._touch({str(labels.get(naming.LABEL_USER) or self.owner.get(_meta(obj).get("name", ""), ""))})
+
+    def _on_pod(self, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old or {}
+        name = str(_meta(obj).get("name") or "")
+        labels = _meta(obj).get("labels") or {}
+        userland = str(labels.get(naming.LABEL_USERLAND) or "")
+        if new is not None:
+            self.pods_of.setdefault(userland, set()).add(name)
+        else:
+            pods = self.pods_of.get(userland, set())
+            pods.discard(name)
+            if not pods:
+                self.pods_of.pop(userland, None)
+        self._touch({str(labels.get(naming.LABEL_USER) or "")})
+
+    def _involved(self, event: JSON) -> str:
+        """The name an Event is indexed under: its Deployment's for a ReplicaSet's or a Pod's
+        (`<deployment>-<replicaset hash>[-<pod suffix>]`), so it is found even after the pod is gone."""
+        involved = event.get("involvedObject") or {}
+        name = str(involved.get("name") or "")
+        kind = involved.get("kind")
+        if kind == "ReplicaSet":
+            return name.rsplit("-", 1)[0]
+        if kind == "Pod":
+            return name.rsplit("-", 2)[0]
+        return name
+
+    def _event_owner(self, event: JSON) -> str:
+        return self.owner.get(self._involved(event), "")
+
+    def _on_event(self, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old or {}
+        if obj.get("type") != "Warning":
+            return
+        name = str(_meta(obj).get("name") or "")
+        target = self._involved(obj)
+        if new is not None:
+            self.warnings.setdefault(target, set()).add(name)
+        else:
+            names = self.warnings.get(target, set())
+            names.discard(name)
+            if not names:
+                self.warnings.pop(target, None)
+        self._touch({self._event_owner(obj)})
+
+    # ---- reads ----
+    def _warnings_for(self, names: Iterable[str]) -> list[JSON]:
+        found = []
+        for name in names:
+            for event_name in self.warnings.get(name, ()):
+                event = self.events.get(self.namespace, event_name)
+                if event is not None:
+                    found.append(event)
+        return found
+
+    def template_objects(self) -> dict[str, JSON]:
+        return {str(_meta(t).get("name")): t for t in self.templates.items()}
+
+    def row(self, login: str, templates: dict[str, JSON] | None = None) -> dashboard.StudentRow | None:
+        cached = self._rows.get(login)
+        if cached is not None:
+            return cached
+        names = self.by_user.get(login)
+        if not names:
+            return None
+        templates = self.template_objects() if templates is None else templates
+        userlands = [u for u in (self.userlands.get(self.namespace, n) for n in sorted(names)) if u]
+        envs = []
+        for obj in userlands:
+            name = str(_meta(obj).get("name"))
+            pod_names = self.pods_of.get(naming.label_value(name), set())
+            pods = [p for p in (self.pods.get(self.namespace, n) for n in pod_names) if p]
+            deployment = self.deployment_of.get(name, name)
+            events = self._warnings_for({name, deployment, *pod_names})
+            template = templates.get(str((obj.get("spec") or {}).get("template") or ""))
+            envs.append(dashboard.environment(obj, template, pods, events))
+        row = dashboard.student_row(login, userlands, envs)
+        self._rows[login] = row
+        return row
+
+    def rows(self) -> list[dashboard.StudentRow]:
+        templates = self.template_objects() if any(u not in self._rows for u in self.by_user) else {}
+        rows = (self.row(login, templates) for login in list(self.by_user))
+        return [r for r in rows if r is not None]
+
+    def userland_names(self) -> set[str]:
+        return {name for _, name in self.userlands.object_keys()}
+
+    # ---- lifecycle ----
+    async def _probe(self) -> bool:
+        """Whether the web UI may read this namespace (403/401: not set up yet)."""
+        try:
+            await self.kube.request("GET", USERLANDS.path(self.namespace), query={"limit": "1"})
+        except KubeError as err:
+            if err.status in (401, 403):
+                if self.status != "not_set_up":
+                    log.warning("course namespace not readable", extra={"namespace": self.namespace})
+                self.status, self.problem = "not_set_up", "the web UI may not read this namespace"
+            else:
+                self.problem = str(err.reason or "the cluster is not answering")
+            return False
+        return True
+
+    async def run(self) -> None:
+        while not await self._probe():  # noqa: ASYNC110 (polling the API server: no event to wait for)
+            await asyncio.sleep(self.probe_interval)
+        runs = [asyncio.create_task(i.run()) for i in self.informers]
+        waits = [asyncio.create_task(i.wait_synced()) for i in self.informers]
+        try:
+            _, pending = await asyncio.wait(waits, timeout=self.sync_deadline)
+            if pending:
+                # Partly readable (a Role without Events, say): show what there is, say so to admins.
+                self.status, self.problem = "degraded", "some objects of this course cannot be read"
+            else:
+                self.status, self.problem = "ready", ""
+            self._touch_all()
+            await asyncio.gather(*runs)
+        finally:
+            for task in (*runs, *waits):
+                task.cancel()
+            await asyncio.gather(*runs, *waits, return_exceptions=True)
+
+
+class ClassState:
+    """Every course the web UI can see; implements web/access.py's CourseDirectory."""
+
+    def __init__(self, kube: KubeClient, *, tick: float = 0.25, probe_interval: float = 30.0) -> None:
+        self.kube = kube
+        self.notifier = Notifier(tick)
+        self.probe_interval = probe_interval
+        self.namespaces = Informer(kube, NAMESPACES, label_selector=f"{COURSE_LABEL}=true",
+                                   transform=slim.namespace, compact=True)
+        self.namespaces.add_handler(self._on_namespace)
+        self.watches: dict[str, CourseWatch] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._background: list[asyncio.Task[None]] = []
+
+    def _on_namespace(self, old: JSON | None, new: JSON | None) -> None:
+        name = str(_meta(new or old).get("name") or "")
+        if new is not None and name not in self.watches:
+            watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval)
+            self.watches[name] = watch
+            self._tasks[name] = asyncio.create_task(watch.run(), name=f"course-watch-{name}")
+            log.info("watching course", extra={"namespace": name})
+        elif new is None and name in self.watches:
+            del self.watches[name]
+            self._tasks.pop(name).cancel()
+            self.notifier.changed(name, {EVERYTHING})
+            log.info("course gone", extra={"namespace": name})
+
+    async def start(self) -> None:
+        self._background = [asyncio.create_task(self.namespaces.run(), name="course-namespaces"),
+                            asyncio.create_task(self.notifier.run(), name="course-notifier")]
+
+    async def stop(self) -> None:
+        self.notifier.close_all()
+        tasks = [*self._background, *self._tasks.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.watches.clear()
+
+    @property
+    def synced(self) -> bool:
+        """The course list is known and every course is loaded (or known to be unreadable)."""
+        return self.namespaces.synced and all(w.status != "starting" for w in self.watches.values())
+
+    async def wait_synced(self, timeout: float = 30.0) -> None:
+        async with asyncio.timeout(timeout):
+            while not self.synced:  # noqa: ASYNC110 (a condition over many informers)
+                await asyncio.sleep(0.05)
+
+    # ---- CourseDirectory ----
+    def course(self, namespace: str) -> Course | None:
+        obj = self.namespaces.get("", namespace)
+        return None if obj is None else Course.from_namespace(obj)
+
+    def courses(self) -> list[Course]:
+        return sorted((Course.from_namespace(o) for o in self.namespaces.items()),
+                      key=lambda c: (c.title.lower(), c.namespace))
+
+    def watch(self, namespace: str) -> CourseWatch | None:
+        return self.watches.get(namespace)
+
+    def environments_of(self, login: str) -> list[tuple[Course, dashboard.StudentRow]]:
+        """A student's rows in every course (for "my environments")."""
+        found = []
+        for course in self.courses():
+            watch = self.watches.get(course.namespace)
+            row = watch.row(login) if watch is not None else None
+            if row is not None:
+                found.append((course, row))
+        return found
+
+
+@contextlib.asynccontextmanager
+async def running(kube: KubeClient, **kwargs: Any) -> Any:
+    """A started ClassState, stopped on exit (for tests and benchmarks)."""
+    state = ClassState(kube, **kwargs)
+    await state.start()
+    try:
+        yield state
+    finally:
+        await state.stop()
