@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 from urllib.parse import quote, urlencode, urlsplit
@@ -75,6 +76,12 @@ SessionLookup = Callable[[web.Request], Awaitable[SessionLike | None]]
 def wants_html(request: web.Request) -> bool:
     return request.method in ("GET", "HEAD") and "text/html" in request.headers.get("Accept", "")
 
+
+# A Service routes to its Pod a moment after the Pod is Ready (kube-proxy rewrites its rules
+# once the Endpoints change; a busy node takes seconds). A refused connection that soon after
+# Ready is an environment still starting, so the student gets the starting page (which reloads
+# itself), not "not answering"; later, a refusal is a failure and says so.
+JUST_READY_SECONDS = 30.0
 
 # Set on a request whose response comes from an upstream (it keeps its own headers).
 FORWARDED = web.RequestKey("userland_forwarded", bool)
@@ -182,7 +189,11 @@ class Gateway:
 
     async def forward(self, request: web.Request, base_url: str,
                       user: identity.Identity | None,
-                      on_client_data: Callable[[int], None] | None = None) -> web.StreamResponse:
+                      on_client_data: Callable[[int], None] | None = None,
+                      on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None,
+                      ) -> web.StreamResponse:
+        """Send `request` to `base_url` as `user`; `on_refused` answers instead of the 502 page
+        when the upstream refuses the connection."""
         request[FORWARDED] = True
         websocket = is_websocket_upgrade(request)
         headers = upstream_request_header_list(
@@ -211,6 +222,8 @@ class Gateway:
                                                "kind": err.kind, "path": request.path})
             if err.response is not None:
                 return err.response
+            if err.kind == "refused" and on_refused is not None:
+                return await on_refused()
             return self.pages.gateway_timeout() if err.kind == "timeout" else self.pages.bad_gateway()
         finally:
             if owner is not None:
@@ -282,8 +295,13 @@ class Gateway:
                     self.activity.touch(*key, idle)
         elif counts_as_use(request.method, request.path, route.activity):
             self.activity.touch(*key, idle)
+        on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None
+        if userland.ready_since is not None and time.time() - userland.ready_since < JUST_READY_SECONDS:
+            async def on_refused() -> web.StreamResponse:
+                return await self._wait_page(request, userland, name, login, websocket=websocket,
+                                             asleep=False)
         return await self.forward(request, base, identity.for_audience(login, identity.AUDIENCE_ENV),
-                                  on_data)
+                                  on_data, on_refused)
 
     async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
                            name: str, login: str, *, websocket: bool) -> web.StreamResponse:

@@ -19,7 +19,7 @@ from typing import Any
 from userland.platform import naming
 from userland.platform.informer import Informer
 from userland.platform.kube import JSON, SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.models import InvalidSpec, Template
+from userland.platform.models import InvalidSpec, Template, parse_time
 from userland.platform.routes import conflict_message
 from userland.proxy.routing import RouteTable, TemplateRoute, build_routes
 
@@ -38,6 +38,8 @@ class UserlandState:
     # The Ready condition's reason (Waking, Starting, ...) and the steps its Pod has reached.
     reason: str = ""
     progress: tuple[str, ...] = ()
+    # When it last became Ready (epoch seconds; None when not Ready or unknown).
+    ready_since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,16 +70,19 @@ def userland_state(obj: JSON) -> UserlandState | None:
     for condition in status.get("conditions") or ():
         if isinstance(condition, dict) and condition.get("type") == "Ready":
             ready_condition = condition
+    ready = ready_condition.get("status") == "True" and not meta.get("deletionTimestamp")
+    since = parse_time(ready_condition.get("lastTransitionTime")) if ready else None
     return UserlandState(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         user=user.lower(),
         template=template,
-        ready=ready_condition.get("status") == "True" and not meta.get("deletionTimestamp"),
+        ready=ready,
         phase=str(status.get("phase") or "Pending"),
         suspended=bool(spec.get("suspended")),
         reason=str(ready_condition.get("reason") or ""),
         progress=tuple(str(s) for s in status.get("progress") or () if isinstance(s, str)),
+        ready_since=None if since is None else since.timestamp(),
     )
 
 

@@ -322,9 +322,28 @@ async def sign_in(client: aiohttp.ClientSession, github: FakeGitHub, login: str,
                   ) -> aiohttp.ClientResponse:
     """Open `url` as `login`: every redirect (handoff, GitHub, callback) is followed."""
     github.sign_in(login)
-    response = await client.get(url, max_redirects=15)
-    await response.read()
-    return response
+    return await browse(client, url)
+
+
+REFRESH = re.compile(r'<meta http-equiv="refresh" content="(\d+)">')
+
+
+async def browse(client: aiohttp.ClientSession, url: str, *, patience: float = 90,
+                 **kwargs: Any) -> aiohttp.ClientResponse:
+    """GET `url` as a browser would: follow redirects, and while the gateway says "starting"
+    (its page reloads itself; a script's request gets 503 with Retry-After) wait and ask again,
+    for at most `patience` seconds. A Service routes a moment after its Pod is Ready."""
+    deadline = time.monotonic() + patience
+    while True:
+        response = await client.get(url, max_redirects=15, **kwargs)
+        text = await response.text(errors="replace")
+        again = REFRESH.search(text) if response.status == 200 else None
+        wait = float(again.group(1)) if again else (
+            float(response.headers.get("Retry-After", "0")) if response.status == 503 else 0)
+        if not wait or time.monotonic() + wait > deadline:
+            return response
+        url = str(response.url)
+        await asyncio.sleep(wait)
 
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')

@@ -19,6 +19,7 @@ from tests.cluster.conftest import (
     COURSE,
     GATEWAY_PORT,
     Platform,
+    browse,
     browser,
     kubectl,
     ready_userland,
@@ -89,7 +90,7 @@ async def test_jupyterlab_computes_over_its_kernel_websocket_and_keeps_files(pla
         kubectl("-n", COURSE, "delete", "userland", "jupyterlab-dana", "--wait=true")
         wait_until(lambda: not student_pods("dana", "jupyterlab"), "dana's Pod gone", timeout=120)
         ready_userland("dana", "jupyterlab", timeout=STARTUP)
-        again = await client.get(f"{base}/api/contents/notes.txt", headers={"Accept": "application/json"})
+        again = await browse(client, f"{base}/api/contents/notes.txt", headers={"Accept": "application/json"})
         assert again.status == 200, await again.text()
         assert (await again.json())["content"] == work
 

@@ -14,6 +14,7 @@ from tests.cluster.conftest import (
     COURSE,
     PUBLIC_URL,
     Platform,
+    browse,
     browser,
     kubectl,
     origin,
@@ -65,7 +66,7 @@ async def _put_and_get(client: aiohttp.ClientSession, login: str, name: str, bod
     if body is not None:
         put = await client.put(url, data=body, headers={"Origin": origin(login)})
         assert put.status == 201, await put.text()
-    got = await client.get(url)
+    got = await browse(client, url)  # just re-added: its Service may route a moment later
     return await got.text() if got.status == 200 else got.status
 
 

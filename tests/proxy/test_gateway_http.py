@@ -367,6 +367,33 @@ async def test_upstream_connection_refused_gives_a_502_page(
     assert 'userland_gateway_upstream_errors_total{kind="refused"' in await metrics.text()
 
 
+async def test_a_refusal_just_after_ready_is_still_starting_not_a_failure(
+        world: World, gateway_factory: GatewayFactory, origins: Origins, kube: KubeClient,
+        namespace: str) -> None:
+    """On a real node the Service routes a moment after the Pod is Ready: a student opening it
+    in that moment gets the starting page (it reloads itself), not "not answering"."""
+    from datetime import UTC, datetime
+
+    from userland.local.controlplane import free_port
+
+    await world.template("vscode", host=IDE_HOST)
+    name = await world.userland("vscode", "alice")
+    just_now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await kube.merge_patch(USERLANDS, namespace, name, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Available", "message": "running",
+         "lastTransitionTime": just_now}]}}, subresource="status")
+    await world.service("vscode", "alice", upstream=f"http://127.0.0.1:{free_port()}")
+    gw = await gateway_factory()
+    alice = origin_cookie(await origins.login("alice"))
+    page = await gw.get("/", headers={"Host": ALICE_HOST, **alice, **HTML})
+    body = await page.text()
+    assert page.status == 200 and "Starting your VSCODE" in body, body[:300]
+    assert 'http-equiv="refresh"' in body
+    # A script's request is told to retry, not that it failed.
+    api = await gw.get("/api/status", headers={"Host": ALICE_HOST, **alice})
+    assert api.status == 503 and api.headers["Retry-After"]
+
+
 async def test_redirects_set_cookie_and_compressed_bodies_pass_unchanged(
         world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, origins: Origins) -> None:
     echo = await echo_factory("upstream")
