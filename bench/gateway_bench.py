@@ -304,7 +304,7 @@ def start_gateway(workers: int, env: dict[str, str], kubeconfig: Path, state: Pa
 
 
 async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url: str,
-                     idle_timeout: str | None = None) -> str:
+                     idle_timeout: str | None = None, activity: dict[str, Any] | None = None) -> str:
     """Template + Userland (Ready) + Service annotated with the upstream; returns the cookie id
     of the student's origin session (`userland_origin` on `<user>.<HOST>`), made through the
     real handoff's code path: a platform session, a single-use code, redeemed for the origin."""
@@ -321,7 +321,8 @@ async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url:
             "apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": "vscode"},
             "spec": {"displayName": "VS Code", "routing": {"host": HOST}, "port": 8080,
                      "podSpec": {"containers": [{"name": "main", "image": "example/ide:1"}]},
-                     **({"idleTimeout": idle_timeout} if idle_timeout else {})}})
+                     **({"idleTimeout": idle_timeout} if idle_timeout else {}),
+                     **({"activity": activity} if activity else {})}})
         await kube.create(USERLANDS, namespace, {
             "apiVersion": naming.API_VERSION, "kind": "Userland",
             "metadata": {"name": naming.userland_name("vscode", USER)},
@@ -385,20 +386,24 @@ def wrk(port: int, seconds: float, connections: int, headers: list[str]) -> tupl
     return parse_wrk(out), out
 
 
-async def ws_throughput(port: int, headers: dict[str, str], connections: int, seconds: float) -> float:
+async def ws_throughput(port: int, headers: dict[str, str], connections: int, seconds: float,
+                        payload: str | bytes = "x" * 64) -> float:
     """Round trips per second: K connections each sending a message and awaiting its echo."""
     url = f"http://127.0.0.1:{port}/ws"
     count = 0
+    kind = aiohttp.WSMsgType.BINARY if isinstance(payload, bytes) else aiohttp.WSMsgType.TEXT
     async with aiohttp.ClientSession() as http:
         sockets = [await http.ws_connect(url, headers=headers, autoping=False) for _ in range(connections)]
-        payload = "x" * 64
 
         async def loop(ws: aiohttp.ClientWebSocketResponse, deadline: float) -> None:
             nonlocal count
             while time.monotonic() < deadline:
-                await ws.send_str(payload)
+                if isinstance(payload, bytes):
+                    await ws.send_bytes(payload)
+                else:
+                    await ws.send_str(payload)
                 msg = await ws.receive(timeout=10)
-                if msg.type is not aiohttp.WSMsgType.TEXT or msg.data != payload:
+                if msg.type is not kind or msg.data != payload:
                     raise RuntimeError(f"bad echo: {msg}")
                 count += 1
 

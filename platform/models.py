@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from userland.platform import naming
 
 Phase = Literal["Pending", "Starting", "Ready", "Suspended", "Idle", "Failed"]
 ReclaimPolicy = Literal["Retain", "Delete"]
+# An app whose WebSocket frames the gateway can read for activity ("": by size only).
+WebSocketProtocol = Literal["", "vscode"]
 
 # A Kubernetes quantity such as 2Gi or 500M (the API server checks it again on the PVC).
 _QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
@@ -164,10 +166,13 @@ class Activity:
     an open tab sends by itself (polling); other methods always count.
     `quiet_frame_bytes`: WebSocket data frames from the browser of at most this many bytes do
     not count (keep-alives and acknowledgements, such as VS Code's 13-byte headers).
+    `websocket_protocol`: frames are read as this app's protocol, and only messages that are
+    not its own background traffic count ("vscode": proxy/vscode_frames.py).
     """
 
     background_paths: tuple[str, ...] = ()
     quiet_frame_bytes: int = 0
+    websocket_protocol: WebSocketProtocol = ""
 
     @classmethod
     def parse(cls, value: Any) -> Activity:
@@ -180,7 +185,10 @@ class Activity:
         quiet = obj.get("quietFrameBytes", 0)
         if not isinstance(quiet, int) or isinstance(quiet, bool) or not 0 <= quiet <= 65536:
             raise InvalidSpec("spec.activity.quietFrameBytes must be a number of bytes from 0 to 65536")
-        return cls(background_paths=tuple(paths), quiet_frame_bytes=quiet)
+        protocol = obj.get("webSocketProtocol", "")
+        if protocol not in get_args(WebSocketProtocol):
+            raise InvalidSpec("spec.activity.webSocketProtocol must be \"vscode\" or left out")
+        return cls(background_paths=tuple(paths), quiet_frame_bytes=quiet, websocket_protocol=protocol)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 What counts (docs/sleep.md): requests from the student's browser to their environment, except
 GET/HEAD requests matching the Template's `activity.backgroundPaths` (what an open tab polls by
 itself); and WebSocket data frames the browser sends that are longer than
-`activity.quietFrameBytes` (keep-alives and acknowledgements are not). Never: ping/pong, and
-anything only the server sends.
+`activity.quietFrameBytes` (keep-alives and acknowledgements are not) and, for an app whose
+protocol the gateway reads (`activity.webSocketProtocol`), hold a message that is not the app's
+own background traffic. Never: ping/pong, and anything only the server sends.
 
 Cost: a request that counts sets one timestamp in a dict. A flusher writes each environment's
 newest time to Redis at most every `activity_redis_seconds`, and to the API server (the
@@ -35,6 +36,7 @@ from userland.platform import naming
 from userland.platform.kube import USERLANDS, KubeClient, KubeError, NotFound
 from userland.platform.models import Activity, parse_time
 from userland.platform.settings import Settings
+from userland.proxy import vscode_frames
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +52,13 @@ def counts_as_use(method: str, path: str, activity: Activity) -> bool:
     return not any(fnmatch.fnmatchcase(path, pattern) for pattern in activity.background_paths)
 
 
-def frame_counts(size: int, activity: Activity) -> bool:
-    """Whether a data frame from the browser, of `size` bytes, is the student using it."""
-    return size > activity.quiet_frame_bytes
+def frame_counts(data: bytes | str, activity: Activity) -> bool:
+    """Whether a data frame from the browser is the student using it."""
+    if len(data) <= activity.quiet_frame_bytes:
+        return False
+    if activity.websocket_protocol == "vscode":
+        return vscode_frames.counts_as_use(data if isinstance(data, bytes) else data.encode())
+    return True
 
 
 def stamp(when: float) -> str:

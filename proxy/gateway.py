@@ -189,7 +189,7 @@ class Gateway:
 
     async def forward(self, request: web.Request, base_url: str,
                       user: identity.Identity | None,
-                      on_client_data: Callable[[int], None] | None = None,
+                      on_client_data: Callable[[bytes | str], None] | None = None,
                       on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None,
                       ) -> web.StreamResponse:
         """Send `request` to `base_url` as `user`; `on_refused` answers instead of the 502 page
@@ -284,14 +284,14 @@ class Gateway:
             # still starting, as far as the student can tell.
             return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False)
         key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
-        on_data: Callable[[int], None] | None = None
+        on_data: Callable[[bytes | str], None] | None = None
         if idle is None:
             pass  # it never sleeps: nothing to track
         elif websocket:
             activity = route.activity
 
-            def on_data(size: int) -> None:
-                if frame_counts(size, activity):
+            def on_data(data: bytes | str) -> None:
+                if frame_counts(data, activity):
                     self.activity.touch(*key, idle)
         elif counts_as_use(request.method, request.path, route.activity):
             self.activity.touch(*key, idle)

@@ -90,18 +90,18 @@ class WebSocketPair:
 
 async def _pump(pair: WebSocketPair, source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
                 sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-                on_data: Callable[[int], None] | None = None) -> None:
+                on_data: Callable[[bytes | str], None] | None = None) -> None:
     """Copy messages from `source` to `sink` until `source` closes; pass the close on.
-    `on_data(size)` hears each data frame's size (the browser's side: activity)."""
+    `on_data(data)` hears each data frame (the browser's side: activity)."""
     while True:
         msg = await source.receive()
         if msg.type is WSMsgType.TEXT:
             if on_data is not None:
-                on_data(len(msg.data))
+                on_data(msg.data)
             await sink.send_str(msg.data)
         elif msg.type is WSMsgType.BINARY:
             if on_data is not None:
-                on_data(len(msg.data))
+                on_data(msg.data)
             await sink.send_bytes(msg.data)
         elif msg.type is WSMsgType.PING:
             await sink.ping(msg.data)
@@ -126,7 +126,7 @@ async def _pump(pair: WebSocketPair, source: web.WebSocketResponse | aiohttp.Cli
 async def forward_websocket(
     request: web.Request, session: aiohttp.ClientSession, url: URL, headers: CIMultiDict[str],
     *, register: Callable[[WebSocketPair], None], unregister: Callable[[WebSocketPair], None],
-    on_client_data: Callable[[int], None] | None = None,
+    on_client_data: Callable[[bytes | str], None] | None = None,
 ) -> web.WebSocketResponse:
     ws_url = url.with_scheme("wss" if url.scheme == "https" else "ws")
     try:

@@ -31,6 +31,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from tests.local.test_make_run import read_until_ready
 from userland.local.controlplane import find_repo, free_port
 from userland.local.runner import app_bin_dirs
+from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
 
 STARTUP_TIMEOUT = 120
 APPS = ("code-server", "jupyter-lab", "userland-mariadb", "userland-phpmyadmin")
@@ -183,3 +184,61 @@ async def test_two_students_use_the_real_apps_and_never_see_each_others(
         for context in (alice, bob):
             with contextlib.suppress(Exception):
                 await context.close()
+
+
+async def userland_phase(kube: KubeClient, name: str) -> str:
+    return str(((await kube.get(USERLANDS, "classroom", name)).get("status") or {}).get("phase") or "")
+
+
+@pytest.mark.slow
+async def test_an_open_vscode_tab_sleeps_unless_its_student_types(browser: Browser, local: Local) -> None:
+    """The shipped VS Code Template's activity rules (`webSocketProtocol: vscode`) with a
+    1-minute idle timeout: alice leaves her tab open with a terminal printing a line every
+    second (a tab that only receives, besides VS Code's own keep-alives, telemetry pings and
+    file-watch echoes); bob types a command every 10 s. Alice's environment sleeps after its
+    minute; bob's stays awake."""
+    alice = await browser.new_context()
+    bob = await browser.new_context()
+    stop = asyncio.Event()
+    typing: asyncio.Task[int] | None = None
+    async with await KubeClient.connect(str(local.state_dir / "kubeconfig")) as kube:
+        await kube.merge_patch(TEMPLATES, "classroom", "vscode", {"spec": {"idleTimeout": "1m"}})
+        try:
+            pages = {}
+            for login, context in (("alice", alice), ("bob", bob)):
+                page = pages[login] = await sign_in(context, local.template("vscode"), login)
+                await wait_until_answering(page, local.template("vscode"), f"{login}.vscode.localhost")
+                await page.locator(".monaco-workbench").wait_for(timeout=90_000)
+                await open_terminal(page)
+                await page.locator(".xterm-helper-textarea").first.focus()
+            await pages["alice"].keyboard.type("while true; do date; sleep 1; done\n")
+            started = asyncio.get_running_loop().time()
+
+            async def bob_types() -> int:
+                typed = 0
+                while not stop.is_set():
+                    await pages["bob"].keyboard.type(f"echo still here {typed}\n")
+                    typed += 1
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 10)
+                return typed
+
+            typing = asyncio.create_task(bob_types())
+            deadline = started + 150
+            while await userland_phase(kube, "vscode-alice") != "Idle":
+                assert asyncio.get_running_loop().time() < deadline, "alice's open tab kept it awake"
+                await asyncio.sleep(1)
+            slept_after = asyncio.get_running_loop().time() - started
+            assert slept_after >= 55, slept_after  # not before its minute was up
+            await asyncio.sleep(max(0.0, 75 - slept_after))  # bob: well past a minute of typing
+            assert await userland_phase(kube, "vscode-bob") == "Ready"
+            stop.set()
+            assert await typing >= 7
+            print(f"\nalice's open VS Code tab slept after {slept_after:.0f} s; bob's stayed awake")
+        finally:
+            stop.set()
+            if typing is not None and not typing.done():
+                typing.cancel()
+            for context in (alice, bob):
+                with contextlib.suppress(Exception):
+                    await context.close()

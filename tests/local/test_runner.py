@@ -346,7 +346,13 @@ async def test_a_bind_beyond_loopback_is_stopped_and_said(
     message = container_state(pod, "ide")["lastState"]["terminated"]["message"]
     assert f"0.0.0.0:{port}" in message and "loopback" in message
     assert await annotation(kube, namespace, "ide-erin-svc") is None
-    assert not await available(kube, namespace, "ide-erin")
+    # A container without a readiness probe is Ready the moment it runs (as a kubelet has it),
+    # so the Deployment may count it available for a moment; once stopped it must not stay so.
+
+    async def unavailable() -> bool:
+        return not await available(kube, namespace, "ide-erin")
+
+    assert await eventually(unavailable, timeout=30)
 
 
 async def test_a_container_that_dies_is_restarted_and_counted(

@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -48,6 +49,8 @@ async def eventually(check: Callable[[], Any], timeout: float = 15.0) -> None:
             raise AssertionError(f"condition not met within {timeout}s: {check}")
         await asyncio.sleep(0.02)
 
+
+GOLDEN = Path(__file__).parent / "golden"
 
 # -- the echo upstream -------------------------------------------------------------------------
 
@@ -319,3 +322,11 @@ async def gateway_factory(kube: KubeClient, namespace: str, redis_url: str
 
 def routes_of(client: TestClient[web.Request, web.Application]) -> Any:
     return client.app[GATEWAY].routes  # type: ignore[index]
+
+
+def golden_vscode_frames() -> list[dict[str, Any]]:
+    """Frames a real VS Code (code-server 4.100.3) tab sent, captured with Playwright's
+    `framesent` and labelled by what the student was doing (docs/sleep.md): `what` names the
+    protocol messages in the frame, `counts` whether it is the student using VS Code."""
+    frames: list[dict[str, Any]] = json.loads((GOLDEN / "vscode_frames.json").read_text())
+    return frames

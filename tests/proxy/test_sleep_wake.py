@@ -26,6 +26,7 @@ from .conftest import (
     World,
     eventually,
     gateway_settings,
+    golden_vscode_frames,
     origin_cookie,
     routes_of,
     template_body,
@@ -44,8 +45,9 @@ def test_what_counts_as_use() -> None:
     assert counts_as_use("PUT", "/api/contents/a.ipynb", JUPYTER)  # saving is use, whatever the path
     assert counts_as_use("POST", "/api/kernels", JUPYTER)
     assert counts_as_use("GET", "/api/kernels", Activity())  # no rules: everything counts
-    assert not frame_counts(13, JUPYTER) and not frame_counts(26, JUPYTER) and frame_counts(27, JUPYTER)
-    assert frame_counts(1, Activity())
+    assert not frame_counts(b"x" * 13, JUPYTER) and not frame_counts("x" * 26, JUPYTER)
+    assert frame_counts(b"x" * 27, JUPYTER)
+    assert frame_counts("x", Activity())
 
 
 def test_write_intervals_honour_a_short_idle_timeout() -> None:
@@ -170,14 +172,26 @@ async def test_redis_down_loses_nothing_that_is_written_later(
         await tracker.redis.aclose()
 
 
-@pytest.mark.parametrize(("frames", "counted"), [(["x" * 13, "y" * 20], False),
-                                                 (["typing in the terminal: ls -la"], True)])
+VSCODE_FRAMES = golden_vscode_frames()
+VSCODE_IDLE = [bytes.fromhex(f["hex"]) for f in VSCODE_FRAMES if not f["counts"]]
+VSCODE_TYPING = [bytes.fromhex(f["hex"]) for f in VSCODE_FRAMES if "remoteterminal.$input" in f["what"]]
+
+
+@pytest.mark.parametrize(("activity", "frames", "counted"), [
+    ({"quietFrameBytes": 20}, ["x" * 13, "y" * 20], False),
+    ({"quietFrameBytes": 20}, ["typing in the terminal: ls -la"], True),
+    # A real VS Code tab's own traffic (tests/proxy/golden/vscode_frames.json), then its typing.
+    ({"quietFrameBytes": 26, "webSocketProtocol": "vscode"}, VSCODE_IDLE, False),
+    ({"quietFrameBytes": 26, "webSocketProtocol": "vscode"}, VSCODE_IDLE[:3] + VSCODE_TYPING, True),
+    # Without the protocol, the same idle tab would count (what the protocol rule is for).
+    ({"quietFrameBytes": 26}, VSCODE_IDLE[:3], True),
+], ids=["small-frames", "typing", "vscode-idle-tab", "vscode-typing", "vscode-by-size-only"])
 async def test_only_the_browsers_own_larger_frames_count(
         world: World, gateway_factory: GatewayFactory, origins: Origins, echo_factory: EchoFactory,
-        frames: list[str], counted: bool) -> None:
+        activity: dict[str, Any], frames: list[str | bytes], counted: bool) -> None:
     echo = await echo_factory("ide")
     body = template_body("vscode", host=IDE_HOST)
-    body["spec"]["activity"] = {"quietFrameBytes": 20}
+    body["spec"]["activity"] = activity
     body["spec"]["idleTimeout"] = "2h"  # without one nothing is tracked (it never sleeps)
     await world.kube.create(TEMPLATES, world.namespace, body)
     await world.environment("vscode", "alice", echo)
@@ -188,7 +202,10 @@ async def test_only_the_browsers_own_larger_frames_count(
     async with gw.session.ws_connect(gw.make_url("/ws"), headers={"Host": ALICE_HOST, **cookie,
                                                                   "Origin": f"http://{ALICE_HOST}"}) as ws:
         for frame in frames:
-            await ws.send_str(frame)
+            if isinstance(frame, bytes):
+                await ws.send_bytes(frame)
+            else:
+                await ws.send_str(frame)
             await ws.receive(timeout=5)  # the server's answer never counts
         await ws.ping()
     # The flusher (every second) writes the first use of an environment at once.

@@ -112,9 +112,11 @@ def test_defaults_agree(cls: type, schema: dict[str, Any], path: str,
 @pytest.mark.parametrize(("literal", "schema", "path"), [
     (models.Phase, USERLAND, "status.phase"),
     (models.ReclaimPolicy, TEMPLATE, "spec.storage.reclaimPolicy"),
+    (models.WebSocketProtocol, TEMPLATE, "spec.activity.webSocketProtocol"),
     (typing.get_type_hints(models.Condition)["status"], USERLAND, "status.conditions.[].status"),
     (typing.get_type_hints(models.Condition)["status"], TEMPLATE, "status.conditions.[].status"),
-], ids=["Phase", "ReclaimPolicy", "Userland-condition-status", "Template-condition-status"])
+], ids=["Phase", "ReclaimPolicy", "WebSocketProtocol", "Userland-condition-status",
+        "Template-condition-status"])
 def test_enums_agree_with_literals(literal: Any, schema: dict[str, Any], path: str) -> None:
     assert at(schema, path)["enum"] == list(typing.get_args(literal))
 
@@ -142,6 +144,7 @@ TEMPLATE_SAMPLES: dict[str, Any] = {
     "spec.selfService": True,
     "spec.activity.backgroundPaths": ["/api/kernels*"],
     "spec.activity.quietFrameBytes": 13,
+    "spec.activity.webSocketProtocol": "vscode",
     "spec.schedule.timeZone": "Europe/Berlin",
     "spec.schedule.wakeBefore": "15m",
     "spec.schedule.lectures": [{"days": ["Mon", "Wed"], "start": "09:15", "end": "10:45"}],
