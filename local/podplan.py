@@ -18,7 +18,10 @@ kubelet would supply is supplied the nearest way a process on a shared machine c
   env values and workingDir. Other volume kinds are refused with a clear reason.
 - **Environment.** The container's `env` in order with `$(VAR)` expansion (expansion.py),
   `fieldRef`s the kubelet fills (Pod name, namespace, address); `HOME` is the student's volume
-  when the Pod has one (the image's HOME is unknown here), `PATH` the machine's with the apps.
+  when the Pod has one (the image's HOME is unknown here), `PATH` the machine's with the apps,
+  and `GIT_CEILING_DIRECTORIES` the folder the Pod's volumes live in: in a container nothing is
+  above the student's home, so git (and VS Code's git view) must not find the repository the
+  state dir sits in (a checkout of Userland, under `make run`).
   Nothing of the runner's own environment leaks in (it may hold secrets).
 
 Anything the runner cannot do faithfully is an `Unrunnable` with a reason and a sentence a
@@ -357,7 +360,9 @@ def plan_container(
     # $(VAR) sees the container's own env only, as in a cluster (not the image's or ours).
     argv = [localize(expand(a, own)) for a in (*command, *args)]
     argv[0] = resolve_program(argv[0], name, image, which)
-    env = {**base_env, "HOME": home, **{k: localize(v) for k, v in own.items()}}
+    ceiling = ":".join(sorted({str(PurePosixPath(folder).parent) for folder in (home, *folders.values())}))
+    env = {**base_env, "HOME": home, "GIT_CEILING_DIRECTORIES": ceiling,
+           **{k: localize(v) for k, v in own.items()}}
     workdir = localize(str(container.get("workingDir") or "")) or env["HOME"]
     readiness = _probe(container.get("readinessProbe"), container, localize)
     liveness = _probe(container.get("livenessProbe"), container, localize)

@@ -158,12 +158,17 @@ def parse_time(text: str | None) -> datetime | None:
     return parsed if parsed.tzinfo is not None else None
 
 
+# A background path: "/api/kernels*" (GET and HEAD), or "PUT /lab/api/workspaces*".
+_BACKGROUND_RE = re.compile(r"^([A-Z]+ )?/")
+
+
 @dataclass(frozen=True)
 class Activity:
     """What does not count as the student using their environment (docs/sleep.md).
 
     `background_paths`: path patterns (`*` matches anything, `/` included) of GET/HEAD requests
-    an open tab sends by itself (polling); other methods always count.
+    an open tab sends by itself (polling); a pattern after a method ("PUT /lab/api/workspaces*")
+    is for that method (what a tab saves by itself). Anything else always counts.
     `quiet_frame_bytes`: WebSocket data frames from the browser of at most this many bytes do
     not count (keep-alives and acknowledgements, such as VS Code's 13-byte headers).
     `websocket_protocol`: frames are read as this app's protocol, and only messages that are
@@ -180,8 +185,10 @@ class Activity:
             return cls()
         obj = _mapping(value, "spec.activity")
         paths = obj.get("backgroundPaths", [])
-        if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):
-            raise InvalidSpec("spec.activity.backgroundPaths must be a list of paths starting with /")
+        if not isinstance(paths, list) or not all(
+                isinstance(p, str) and _BACKGROUND_RE.match(p) for p in paths):
+            raise InvalidSpec("spec.activity.backgroundPaths must be a list of paths starting with /, "
+                              "each with a method before it if it is not for GET and HEAD (\"PUT /api/x*\")")
         quiet = obj.get("quietFrameBytes", 0)
         if not isinstance(quiet, int) or isinstance(quiet, bool) or not 0 <= quiet <= 65536:
             raise InvalidSpec("spec.activity.quietFrameBytes must be a number of bytes from 0 to 65536")

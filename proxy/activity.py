@@ -2,8 +2,9 @@
 
 What counts (docs/sleep.md): requests from the student's browser to their environment, except
 GET/HEAD requests matching the Template's `activity.backgroundPaths` (what an open tab polls by
-itself); and WebSocket data frames the browser sends that are longer than
-`activity.quietFrameBytes` (keep-alives and acknowledgements are not) and, for an app whose
+itself) and requests matching an entry of it with a method (what a tab saves by itself); and
+WebSocket data frames the browser sends that are longer than `activity.quietFrameBytes`
+(keep-alives and acknowledgements are not) and, for an app whose
 protocol the gateway reads (`activity.webSocketProtocol`), hold a message that is not the app's
 own background traffic. Never: ping/pong, and anything only the server sends.
 
@@ -46,10 +47,18 @@ REDIS_PREFIX = "userland:activity:"
 
 
 def counts_as_use(method: str, path: str, activity: Activity) -> bool:
-    """Whether a request is the student using their environment (not a tab polling)."""
-    if method not in ("GET", "HEAD"):
-        return True
-    return not any(fnmatch.fnmatchcase(path, pattern) for pattern in activity.background_paths)
+    """Whether a request is the student using their environment (not a tab polling, or
+    saving its own state: "PUT /lab/api/workspaces*")."""
+    polling = method in ("GET", "HEAD")
+    for pattern in activity.background_paths:
+        if pattern.startswith("/"):
+            if polling and fnmatch.fnmatchcase(path, pattern):
+                return False
+        else:
+            pattern_method, _, path_pattern = pattern.partition(" ")
+            if method == pattern_method and fnmatch.fnmatchcase(path, path_pattern):
+                return False
+    return True
 
 
 def frame_counts(data: bytes | str, activity: Activity) -> bool:

@@ -51,6 +51,7 @@ BACKGROUND_RPC = frozenset({
 BACKGROUND_CALLS = frozenset({
     ("telemetry", "ping"),                 # every 2 s
     ("remoteterminal", "$updateTitle"),    # a terminal's title follows the program it runs
+    ("remoteterminal", "$acknowledgeDataEvent"),  # flow control: "I got the output so far"
 })
 
 _RPC_REQUESTS = range(1, 5)     # RequestJSONArgs .. RequestMixedArgsWithCancellation

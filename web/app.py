@@ -108,6 +108,12 @@ async def identity_check(request: web.Request, handler: Handler) -> web.StreamRe
         back = request.path_qs if request.method in ("GET", "HEAD") else "/"
         login_url = f"{ctx.settings.public_url}/auth/login?" + urlencode(
             {"next": ctx.settings.public_url + back})
+        if request.path == "/":  # the start page: what a first visitor sees of Userland
+            return ctx.page(request, "error.html", status=401, title="Welcome to Userland",
+                            heading="Welcome to Userland",
+                            message="Your own coding environment for class, in your browser. Sign in "
+                                    "to open yours; instructors manage their courses here.",
+                            link=login_url, link_text="Sign in", home=False)
         return ctx.page(request, "error.html", status=401, title="Please sign in",
                         heading="Please sign in",
                         message="This page is only for signed-in users, through the Userland sign-in.",

@@ -191,18 +191,20 @@ async def userland_phase(kube: KubeClient, name: str) -> str:
 
 
 @pytest.mark.slow
-async def test_an_open_vscode_tab_sleeps_unless_its_student_types(browser: Browser, local: Local) -> None:
-    """The shipped VS Code Template's activity rules (`webSocketProtocol: vscode`) with a
-    1-minute idle timeout: alice leaves her tab open with a terminal printing a line every
-    second (a tab that only receives, besides VS Code's own keep-alives, telemetry pings and
-    file-watch echoes); bob types a command every 10 s. Alice's environment sleeps after its
-    minute; bob's stays awake."""
+async def test_open_tabs_sleep_unless_their_student_works(browser: Browser, local: Local) -> None:
+    """The shipped Templates' activity rules with a 1-minute idle timeout: alice leaves VS Code
+    open with a terminal printing a line every second (a tab that only receives, besides VS
+    Code's own keep-alives, telemetry pings and file-watch echoes: `webSocketProtocol: vscode`)
+    and JupyterLab open on a notebook with its kernel (it polls, and saves its layout every
+    10 s: `PUT /lab/api/workspaces*`); bob types a command every 10 s. Both of alice's
+    environments sleep after their minute; bob's stays awake."""
     alice = await browser.new_context()
     bob = await browser.new_context()
     stop = asyncio.Event()
     typing: asyncio.Task[int] | None = None
     async with await KubeClient.connect(str(local.state_dir / "kubeconfig")) as kube:
-        await kube.merge_patch(TEMPLATES, "classroom", "vscode", {"spec": {"idleTimeout": "1m"}})
+        for template in ("vscode", "jupyterlab"):
+            await kube.merge_patch(TEMPLATES, "classroom", template, {"spec": {"idleTimeout": "1m"}})
         try:
             pages = {}
             for login, context in (("alice", alice), ("bob", bob)):
@@ -211,6 +213,9 @@ async def test_an_open_vscode_tab_sleeps_unless_its_student_types(browser: Brows
                 await page.locator(".monaco-workbench").wait_for(timeout=90_000)
                 await open_terminal(page)
                 await page.locator(".xterm-helper-textarea").first.focus()
+            await jupyter_computes(await alice.new_page(), local, "alice")  # and left open
+            await pages["alice"].bring_to_front()
+            await pages["alice"].locator(".xterm-helper-textarea").first.focus()
             await pages["alice"].keyboard.type("while true; do date; sleep 1; done\n")
             started = asyncio.get_running_loop().time()
 
@@ -225,16 +230,17 @@ async def test_an_open_vscode_tab_sleeps_unless_its_student_types(browser: Brows
 
             typing = asyncio.create_task(bob_types())
             deadline = started + 150
-            while await userland_phase(kube, "vscode-alice") != "Idle":
-                assert asyncio.get_running_loop().time() < deadline, "alice's open tab kept it awake"
-                await asyncio.sleep(1)
+            for environment in ("vscode-alice", "jupyterlab-alice"):
+                while await userland_phase(kube, environment) != "Idle":
+                    assert asyncio.get_running_loop().time() < deadline, f"an open tab kept {environment} up"
+                    await asyncio.sleep(1)
             slept_after = asyncio.get_running_loop().time() - started
             assert slept_after >= 55, slept_after  # not before its minute was up
             await asyncio.sleep(max(0.0, 75 - slept_after))  # bob: well past a minute of typing
             assert await userland_phase(kube, "vscode-bob") == "Ready"
             stop.set()
             assert await typing >= 7
-            print(f"\nalice's open VS Code tab slept after {slept_after:.0f} s; bob's stayed awake")
+            print(f"\nalice's open VS Code and JupyterLab slept within {slept_after:.0f} s; bob's is up")
         finally:
             stop.set()
             if typing is not None and not typing.done():

@@ -219,11 +219,14 @@ async def test_sleep_fields_are_accepted_and_mistakes_refused_with_the_field_nam
     schedule = {"timeZone": "Europe/Berlin", "wakeBefore": "10m",
                 "lectures": [{"days": ["Mon", "Wed"], "start": "09:15", "end": "10:45"}]}
     created = await kube.create(TEMPLATES, namespace, template(
-        idleTimeout="1h", activity={"backgroundPaths": ["/api/kernels*"], "quietFrameBytes": 26},
+        idleTimeout="1h", activity={"backgroundPaths": ["/api/kernels*", "PUT /lab/api/workspaces*"],
+                                    "quietFrameBytes": 26, "webSocketProtocol": "vscode"},
         schedule=schedule))
     assert created["spec"]["schedule"]["lectures"][0]["days"] == ["Mon", "Wed"]
     mistakes = [
         ({"activity": {"backgroundPaths": ["api/kernels"]}}, "spec.activity.backgroundPaths"),
+        ({"activity": {"backgroundPaths": ["put /api/x"]}}, "spec.activity.backgroundPaths"),
+        ({"activity": {"webSocketProtocol": "theia"}}, "spec.activity.webSocketProtocol"),
         ({"activity": {"quietFrameBytes": -1}}, "spec.activity.quietFrameBytes"),
         ({"schedule": {**schedule, "lectures": [{"days": ["Monday"], "start": "09:15", "end": "10:45"}]}},
          "spec.schedule.lectures"),

@@ -34,7 +34,8 @@ from .conftest import (
 
 ALICE_HOST = f"alice.{IDE_HOST}"
 HTML = {"Accept": "text/html,application/xhtml+xml"}
-JUPYTER = Activity(background_paths=("/api/kernels*", "/api/contents*"), quiet_frame_bytes=26)
+JUPYTER = Activity(background_paths=("/api/kernels*", "/api/contents*", "PUT /lab/api/workspaces*"),
+                   quiet_frame_bytes=26)
 
 
 def test_what_counts_as_use() -> None:
@@ -44,6 +45,10 @@ def test_what_counts_as_use() -> None:
     assert not counts_as_use("GET", "/api/contents/notes/a.ipynb", JUPYTER)
     assert counts_as_use("PUT", "/api/contents/a.ipynb", JUPYTER)  # saving is use, whatever the path
     assert counts_as_use("POST", "/api/kernels", JUPYTER)
+    # An entry with a method is for that method only: JupyterLab saving its layout by itself.
+    assert not counts_as_use("PUT", "/lab/api/workspaces/default", JUPYTER)
+    assert counts_as_use("GET", "/lab/api/workspaces/default", JUPYTER)
+    assert counts_as_use("POST", "/lab/api/workspaces/default", JUPYTER)
     assert counts_as_use("GET", "/api/kernels", Activity())  # no rules: everything counts
     assert not frame_counts(b"x" * 13, JUPYTER) and not frame_counts("x" * 26, JUPYTER)
     assert frame_counts(b"x" * 27, JUPYTER)

@@ -130,6 +130,8 @@ def test_a_pod_plan_is_the_container_as_a_kubelet_would_run_it_here() -> None:
     )
     env = dict(code.env)
     assert env["HOME"] == home and env["PROJECT"] == "work"
+    # git stops at the volume: nothing above a container's home (the state dir's checkout).
+    assert env["GIT_CEILING_DIRECTORIES"] == "/S/volumes/classroom"
     assert env["WHERE"] == f"vscode-alice-5d9f-abcde at {ADDRESS}"
     assert code.workdir == home
     assert code.readiness == Probe("http", port=8080, path="/healthz", period=5.0)

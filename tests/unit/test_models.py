@@ -28,6 +28,15 @@ def test_a_full_template() -> None:
     assert template.spec.self_service is True
 
 
+def test_activity_rules() -> None:
+    template = Template.from_object(_template(activity={
+        "backgroundPaths": ["/api/kernels*", "PUT /lab/api/workspaces*"], "quietFrameBytes": 26,
+        "webSocketProtocol": "vscode"}))
+    activity = template.spec.activity
+    assert activity.background_paths == ("/api/kernels*", "PUT /lab/api/workspaces*")
+    assert activity.quiet_frame_bytes == 26 and activity.websocket_protocol == "vscode"
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
@@ -45,6 +54,9 @@ def test_a_full_template() -> None:
         ({"storage": "big"}, "spec.storage"),
         ({"idleTimeout": "soon"}, "duration"),
         ({"selfService": "yes"}, "selfService"),
+        ({"activity": {"backgroundPaths": ["api/x"]}}, "backgroundPaths"),
+        ({"activity": {"backgroundPaths": ["put /api/x"]}}, "backgroundPaths"),
+        ({"activity": {"webSocketProtocol": "theia"}}, "webSocketProtocol"),
     ],
 )
 def test_template_errors_name_the_field(spec: dict[str, Any], message: str) -> None:
