@@ -6,6 +6,7 @@ comes back here. Signed in: `origin` must be the student's own origin, or a Temp
 bare `ide.example.edu` means "my origin there"); someone else's origin is a 403 page that links
 to the student's own. Then a single-use code (auth/origin_sessions.py) and a redirect to
 `<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
+A session that asks for more codes a minute than a browser would gets a 429 page instead.
 A GET is enough: the code only ever goes to the signed-in student's own origin.
 
 `GET /auth/signed-out?chain=...`: the last step of a sign-out (session_routes.py): asks the
@@ -15,12 +16,14 @@ nothing (a link from elsewhere cannot wipe anyone's data).
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
 from userland.auth import pages
 from userland.auth.context import auth_context, fail_closed, redirect, session_cookie_id
+from userland.auth.origin_sessions import HANDOFF_TTL_SECONDS, TooManyHandoffs
 from userland.auth.origins import (
     CLEAR_SITE_DATA,
     HANDOFF_PATH,
@@ -32,6 +35,7 @@ from userland.auth.origins import (
 
 HANDOFF_ROUTE = "/auth/handoff"
 SIGNED_OUT_ROUTE = "/auth/signed-out"
+log = logging.getLogger(__name__)
 
 
 def _target(origin: str | None, template_hosts: set[str], proto: str,
@@ -70,7 +74,17 @@ async def handoff(request: web.Request) -> web.StreamResponse:
                             message=f"This address belongs to another student's environment; you are "
                                     f"signed in as {login}. Yours is at {own}/.",
                             link_url=own + "/", link_text="Open your own environment")
-    code = await auth.origin_sessions.issue_code(cookie_id, own, next_path)
+    try:
+        code = await auth.origin_sessions.issue_code(cookie_id, own, next_path)
+    except TooManyHandoffs:
+        log.info("handoff refused: too many codes", extra={"event": "handoff.rate_limited",
+                                                           "login": login})
+        response = pages.error_page(429, "Too many sign-ins",
+                                    "Your environments were asked to sign you in too many times in "
+                                    "the last minute. Please wait a minute and try again.",
+                                    retry_url=own + next_path)
+        response.headers["Retry-After"] = str(HANDOFF_TTL_SECONDS)
+        return response
     return redirect(own + HANDOFF_PATH + "?" + urlencode({"code": code, "next": next_path}))
 
 

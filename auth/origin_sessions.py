@@ -4,6 +4,8 @@ A student origin (`alice.ide.example.edu`) never sees the platform's cookie. It 
 session through a handoff, the way JupyterHub's single-user servers are OAuth clients of the hub:
 - `issue_code`: the platform, for a signed-in student who owns the origin, stores a random
   single-use code for 60 s, bound to the platform session (by its store key) and the origin;
+  at most HANDOFF_CODES_PER_MINUTE a minute per platform session (TooManyHandoffs beyond), so
+  a student asking for codes in a loop without redeeming them cannot pile records up either;
 - `redeem`: the gateway on that origin takes the code with GETDEL (so it works once), checks the
   origin, and stores an origin session `{parent, origin, csrf}` under a hash of a new random
   cookie id; the parent's hash `userland:origin-index:<parent>` (origin -> key) records it for
@@ -34,8 +36,13 @@ import redis.exceptions
 from userland.platform.sessions import SESSION_KEY_PREFIX, Session, SessionStoreUnavailable, decode_session
 
 HANDOFF_TTL_SECONDS = 60
+# Codes one platform session may be given per minute. A browser restoring a window of tabs asks
+# for one per tab; a student opening environments by hand, a few. The count lives as long as a
+# code (HANDOFF_TTL_SECONDS), so at most twice this many codes of a session are ever live.
+HANDOFF_CODES_PER_MINUTE = 30
 SIGNOUT_TTL_SECONDS = 300
 CODE_PREFIX = "userland:handoff:"
+CODE_COUNT_PREFIX = "userland:handoff-count:"
 ORIGIN_PREFIX = "userland:origin-session:"
 # A hash per platform session, origin -> origin-session key (was a set, `userland:origins-of:`).
 ORIGINS_OF_PREFIX = "userland:origin-index:"
@@ -56,6 +63,16 @@ if string.sub(record.parent, 1, {len(SESSION_KEY_PREFIX)}) ~= '{SESSION_KEY_PREF
 local parent = redis.call('GET', record.parent)
 if not parent then return false end
 return {{raw, parent}}
+"""
+
+# KEYS[1]: the session's code count, KEYS[2]: the new code; ARGV: the code's record, the TTL of
+# both, the limit. Returns 1, or false (nothing stored) when the session is over the limit.
+_ISSUE = """
+local count = redis.call('INCR', KEYS[1])
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+if count > tonumber(ARGV[3]) then return false end
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+return 1
 """
 
 # KEYS[1]: the parent platform session, KEYS[2]: the new origin session, KEYS[3]: the parent's
@@ -80,6 +97,10 @@ def _digest(token: str) -> str:
 
 def _plausible(token: str | None) -> bool:
     return bool(token) and len(token or "") <= _MAX_TOKEN and (token or "").isascii()
+
+
+class TooManyHandoffs(Exception):
+    """The platform session asked for more handoff codes this minute than a browser would."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +136,7 @@ class OriginSessions:
         self._ttl = ttl
         self._load = client.register_script(_LOAD)
         self._redeem = client.register_script(_REDEEM)
+        self._issue = client.register_script(_ISSUE)
 
     async def _call(self, coro: Any) -> Any:
         try:
@@ -129,11 +151,15 @@ class OriginSessions:
     # -- handoff
 
     async def issue_code(self, platform_cookie: str, origin: str, next_path: str) -> str:
+        """A new code for `origin`; TooManyHandoffs when this session is over its limit."""
         code = secrets.token_urlsafe(32)
-        record = {"parent": SESSION_KEY_PREFIX + _digest(platform_cookie), "origin": origin,
-                  "next": next_path}
-        await self._call(self._redis.set(CODE_PREFIX + _digest(code), json.dumps(record),
-                                         ex=HANDOFF_TTL_SECONDS))
+        session_digest = _digest(platform_cookie)
+        record = {"parent": SESSION_KEY_PREFIX + session_digest, "origin": origin, "next": next_path}
+        stored = await self._call(self._issue(
+            keys=[CODE_COUNT_PREFIX + session_digest, CODE_PREFIX + _digest(code)],
+            args=[json.dumps(record), HANDOFF_TTL_SECONDS, HANDOFF_CODES_PER_MINUTE]))
+        if not stored:
+            raise TooManyHandoffs
         return code
 
     async def redeem(self, code: str | None, origin: str) -> tuple[str, str] | None:
