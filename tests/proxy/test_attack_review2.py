@@ -26,10 +26,13 @@ from .conftest import IDE_HOST, EchoFactory, GatewayFactory, World
 from .test_origins import ALICE, follow_handoff, host_of, location, platform
 
 
-async def _origin_sessions_of(client: redis.asyncio.Redis, platform_cookie: str) -> int:
+async def _records_of(client: redis.asyncio.Redis, platform_cookie: str,
+                              prefix: str = ORIGIN_PREFIX) -> int:
+    """How many records under `prefix` (origin sessions, or handoff codes) the platform session
+    made: other tests' records may still be live in the same Redis."""
     parent = SESSION_KEY_PREFIX + hashlib.sha256(platform_cookie.encode()).hexdigest()
     count = 0
-    async for key in client.scan_iter(ORIGIN_PREFIX + "*"):
+    async for key in client.scan_iter(prefix + "*"):
         raw = await client.get(key)
         if raw is not None and json.loads(raw)["parent"] == parent:
             count += 1
@@ -50,7 +53,7 @@ async def test_repeated_handoffs_keep_one_origin_session_per_origin(
     client = redis.asyncio.from_url(redis_url)
     try:
         # Before: 21 records, each valid for the platform session's lifetime.
-        assert await _origin_sessions_of(client, alice) == 2
+        assert await _records_of(client, alice) == 2
     finally:
         await client.aclose()
     # The newest cookie of each origin works; the replaced ones do not.
@@ -87,7 +90,7 @@ async def test_unredeemed_handoff_codes_are_capped_per_session(
     assert "wait a minute" in await refused.text()
     client = redis.asyncio.from_url(redis_url)
     try:
-        assert len(await client.keys(CODE_PREFIX + "*")) == HANDOFF_CODES_PER_MINUTE
+        assert await _records_of(client, alice, CODE_PREFIX) == HANDOFF_CODES_PER_MINUTE
     finally:
         await client.aclose()
     # Another student is not affected, and alice's codes still work.
