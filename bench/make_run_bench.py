@@ -133,11 +133,11 @@ async def run(students: int) -> dict[str, Any]:
                             "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
                             "metadata": {"name": f"{app}-{login}"}, "spec": {"user": login, "template": app}})
                         url = f"http://{login}.{app}.localhost:{port}{path}"
-                        # The first visit to a new origin goes through the handoff (a redirect while
-                        # the origin has no cookie; the gateway gives a session 30 codes a minute);
-                        # then it answers.
+                        # The first visit to a new origin goes through the handoff (401 to a
+                        # request that is not a page's, while the origin has no cookie; a session
+                        # is given 30 handoff codes a minute); then it answers.
                         while (status := await status_of(http, url)) != 200:
-                            if 300 <= status < 400:
+                            if status == 401:
                                 async with http.get(f"http://{app}.localhost:{port}/", headers=HTML) as r:
                                     await r.read()
                             await asyncio.sleep(0.05)
