@@ -97,6 +97,11 @@ class Gone(TemporaryError):
     """410: the watch's resourceVersion is too old; relist."""
 
 
+class WatchStalled(TemporaryError):
+    """A watch sent nothing for longer than it may stay quiet: the connection is held open
+    but delivers nothing (the caller relists)."""
+
+
 class Invalid(PermanentError):
     """400/422: the API server refused the object; `message` is its own explanation (a 400's
     decoder trace made readable, platform/api_errors.py). For such a 400, `field` is the path
@@ -279,12 +284,15 @@ class KubeClient:
         *,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        stall_seconds: float | None = None,
     ) -> AsyncIterator[JSON]:
         """Yield watch events from `resource_version` until the server ends the watch.
 
-        Raises Gone when the version is too old (the caller relists), and TemporaryError
-        for connection trouble. BOOKMARK events are yielded so callers can advance.
+        Raises Gone when the version is too old (the caller relists), WatchStalled when no
+        byte came for `stall_seconds` (default: the timeout and 30 s more), and TemporaryError
+        for other connection trouble. BOOKMARK events are yielded so callers can advance.
         """
+        quiet = float(stall_seconds) if stall_seconds is not None else timeout_seconds + 30.0
         query = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -298,7 +306,7 @@ class KubeClient:
             async with self._session.get(
                 url,
                 headers=await self._headers(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=quiet),
             ) as response:
                 if response.status >= 400:
                     raise _error_for(response.status, await response.read())
@@ -310,5 +318,7 @@ class KubeClient:
                         status = event.get("object") or {}
                         raise _error_for(int(status.get("code") or 500), json.dumps(status).encode())
                     yield event
+        except aiohttp.SocketTimeoutError:
+            raise WatchStalled(0, "Stalled", f"watch {resource.plural}: nothing for {quiet:g} s") from None
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             raise TemporaryError(0, "Unreachable", f"watch {resource.plural}: {err!r}") from None

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
+from urllib.parse import urlsplit
 
-from tests.operator.support import eventually
+from tests.support import eventually
 from userland.platform.informer import Informer
-from userland.platform.kube import Gone, KubeClient, Resource
+from userland.platform.kube import DEPLOYMENTS, Gone, KubeClient, Resource
+from userland.platform.kubeconfig import cluster_access
 
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 
@@ -86,3 +90,160 @@ async def test_compact_reads_are_private_copies(kube: KubeClient, namespace: str
     assert first is not None
     first["data"]["v"] = "changed by a reader"
     assert informer.get(namespace, "x")["data"]["v"] == "1"  # type: ignore[index]
+
+
+# --- the two ways a cache went quietly stale ------------------------------------------------
+
+
+def _deployment(name: str) -> dict:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+
+
+def _observed(informer: Informer, namespace: str, name: str, generation: int) -> bool:
+    obj = informer.get(namespace, name) or {}
+    return int((obj.get("status") or {}).get("observedGeneration") or 0) >= generation
+
+
+async def test_a_write_response_older_than_the_watch_never_rolls_the_cache_back(
+        kube: KubeClient, namespace: str) -> None:
+    """The cause of the stale Deployment under the 300-student wake bench: a worker's update
+    response arrived after the watch had delivered the deployment controller's status write
+    that followed it; storing the response rolled the cache back, the watch never repeats
+    itself, and the next update from the cache met 409 (for a sleeping environment, for ever)."""
+    informer = Informer(kube, DEPLOYMENTS, [namespace], compact=True)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 10)
+        await kube.create(DEPLOYMENTS, namespace, _deployment("web"))
+        current = await eventually(lambda: informer.get(namespace, "web"))
+        # Our write (as the operator's wake: scale up); its response is held back, as a busy
+        # worker's is while the watch task runs first.
+        current["spec"]["replicas"] = 1
+        response = await kube.replace(DEPLOYMENTS, namespace, "web", current)
+        generation = int(response["metadata"]["generation"])
+        # The real deployment controller writes status for that generation; the watch brings it.
+        await eventually(lambda: _observed(informer, namespace, "web", generation))
+        newer = informer.get(namespace, "web")
+        assert newer is not None and int(newer["metadata"]["resourceVersion"]) > int(
+            response["metadata"]["resourceVersion"])
+        # Now the held-back response arrives.
+        assert informer.put(response) is False
+        assert informer.stale_puts == 1
+        assert informer.get(namespace, "web") == newer
+        # An update made from the cache is made from the newest version: no 409.
+        cached = informer.get(namespace, "web")
+        assert cached is not None
+        cached["spec"]["replicas"] = 0
+        await kube.replace(DEPLOYMENTS, namespace, "web", cached)
+        # A newer write of ours is recorded as before.
+        latest = await kube.get(DEPLOYMENTS, namespace, "web")
+        assert informer.put(latest) is True and informer.get(namespace, "web") == _typed(informer, latest)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _typed(informer: Informer, obj: dict) -> dict:
+    return informer._typed(dict(obj))
+
+
+async def test_a_late_create_response_does_not_bring_back_a_deleted_object(
+        kube: KubeClient, namespace: str) -> None:
+    informer = Informer(kube, CONFIGMAPS, [namespace])
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 10)
+        created = await kube.create(CONFIGMAPS, namespace, _configmap("brief"))
+        await eventually(lambda: informer.get(namespace, "brief"))
+        await kube.delete(CONFIGMAPS, namespace, "brief")
+        await eventually(lambda: informer.get(namespace, "brief") is None)
+        assert informer.put(created) is False
+        assert informer.get(namespace, "brief") is None
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class StallingProxy:
+    """A TCP proxy in front of the API server that can stall: `stall()` makes every
+    connection open at that moment stop passing bytes either way, without closing it (as a
+    half-open connection or a stuck middlebox does); connections made afterwards pass."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.connections: list[asyncio.Event] = []
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def stall(self) -> None:
+        for frozen in self.connections:
+            frozen.set()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        frozen = asyncio.Event()
+        self.connections.append(frozen)
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            while data := await source.read(65536):
+                if frozen.is_set():
+                    await asyncio.Event().wait()  # hold the bytes and the connection for ever
+                sink.write(data)
+                await sink.drain()
+
+        pipes = [asyncio.create_task(pipe(reader, up_writer)), asyncio.create_task(pipe(up_reader, writer))]
+        try:
+            await asyncio.gather(*pipes)
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            for task in pipes:
+                task.cancel()
+            writer.close()
+            up_writer.close()
+
+
+async def test_a_watch_that_stops_delivering_without_closing_is_noticed_and_relisted(
+        control_plane: Any, kube: KubeClient, namespace: str) -> None:
+    access = await cluster_access(str(control_plane.kubeconfig))
+    parts = urlsplit(access.host)
+    proxy = StallingProxy((parts.hostname or "127.0.0.1", parts.port or 443))
+    await proxy.start()
+    access.host = f"https://{parts.hostname}:{proxy.port}"
+    through_proxy = KubeClient(access)
+    # Quiet for at most 2 s (the watch's own timeout) + 1 s of grace: then it is stalled.
+    informer = Informer(through_proxy, CONFIGMAPS, [namespace], watch_timeout=2, stall_grace=1)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 10)
+        await kube.create(CONFIGMAPS, namespace, _configmap("before"))
+        await eventually(lambda: informer.get(namespace, "before"))
+        proxy.stall()
+        stalled_at = time.monotonic()
+        await kube.create(CONFIGMAPS, namespace, _configmap("during"))
+        # Noticed within the bound (3 s) and relisted: the object the stalled watch held back
+        # is there. (Before, the watch's read timeout was its timeout + 30 s, then a resume.)
+        await eventually(lambda: informer.get(namespace, "during"), timeout=10, interval=0.05)
+        assert time.monotonic() - stalled_at < 10
+        assert informer.stalls == 1 and informer.relists == 2
+        # And it watches again afterwards, through a fresh connection.
+        await kube.create(CONFIGMAPS, namespace, _configmap("after"))
+        await eventually(lambda: informer.get(namespace, "after"), timeout=10)
+        assert informer.healthy
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await through_proxy.close()
+        await proxy.close()
