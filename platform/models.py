@@ -384,6 +384,9 @@ class Userland:
     # `userland.dev/last-activity`: when its student last used it, as far as the gateway knows.
     last_activity: datetime | None = None
     created: datetime | None = None
+    # `userland.dev/started-at` and `-by`: a staff member pressed Start (the web UI writes both).
+    started_at: datetime | None = None
+    started_by: str = ""
 
     @property
     def name(self) -> str:
@@ -403,4 +406,6 @@ class Userland:
             restarted_at=restarted_at if isinstance(restarted_at, str) and is_rfc3339(restarted_at) else None,
             last_activity=parse_time(annotations.get(naming.ANNOTATION_LAST_ACTIVITY)),
             created=parse_time(metadata.get("creationTimestamp")),
+            started_at=parse_time(annotations.get(naming.ANNOTATION_STARTED_AT)),
+            started_by=str(annotations.get(naming.ANNOTATION_STARTED_BY) or "")[:100],
         )
