@@ -1,6 +1,7 @@
 """How far a starting (or waking) environment's Pod has come, for `status.progress`: the steps
-the waking page shows a student (docs/sleep.md). From the Pod's own status, as the kubelet (or
-`make run`'s runner) writes it: no Events need to be read.
+the waking page shows a student (docs/sleep.md), and whether it is stuck for good: a waiting
+reason that will not change by itself (`final_reason`). From the Pod's own status, as the
+kubelet (or `make run`'s runner) writes it: no Events need to be read.
 """
 
 from __future__ import annotations
@@ -9,11 +10,29 @@ from typing import Any
 
 JSON = dict[str, Any]
 STEPS = ("Scheduled", "ImagePulled", "ContainerStarted", "Ready")
+# Waiting reasons a container does not leave by itself: the image cannot be had, the program
+# crashes as it starts, its configuration is missing, or (`make run`) the program is not
+# installed on this machine. What each means in words, for the Ready condition's message.
+FINAL_REASONS = {
+    "ImagePullBackOff": "its image cannot be downloaded",
+    "ErrImagePull": "its image cannot be downloaded",
+    "InvalidImageName": "its image name is not valid",
+    "ErrImageNeverPull": "its image is not on the node and may not be downloaded",
+    "CrashLoopBackOff": "it keeps crashing as it starts",
+    "CreateContainerConfigError": "its configuration is incomplete",
+    "CreateContainerError": "its container cannot be created",
+    "ProgramNotInstalled": "its program is not installed on this machine",
+}
+MESSAGE_LIMIT = 500  # characters of a Pod's own message kept (thousands of Pods are cached)
 
 
 def _condition(pod: JSON, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def pod_ready(pod: JSON | None) -> bool:
+    return pod is not None and _condition(pod, "Ready")
 
 
 def pod_progress(pod: JSON | None) -> list[str]:
@@ -45,18 +64,45 @@ def newest_pod(pods: list[JSON]) -> JSON | None:
                key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
 
 
+def final_reason(pod: JSON | None) -> tuple[str, str] | None:
+    """(reason, the Pod's own message) of the first container (init containers first) that
+    waits for a reason it will not leave by itself; None when there is none."""
+    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        if reason in FINAL_REASONS:
+            return reason, str(waiting.get("message") or "")
+    return None
+
+
+def _trim_container(container: JSON) -> JSON:
+    state = container.get("state") or {}
+    kept: JSON = {"imageID": container.get("imageID", ""), "state": {k: {} for k in state}}
+    waiting = state.get("waiting") or {}
+    if waiting.get("reason"):
+        kept["state"]["waiting"] = {"reason": waiting["reason"],
+                                    "message": str(waiting.get("message") or "")[:MESSAGE_LIMIT]}
+    return kept
+
+
 def trim_pod(obj: JSON) -> JSON:
-    """What the operator keeps of a Pod (thousands of them): enough for pod_progress."""
+    """What the operator keeps of a Pod (thousands of them): enough for pod_progress, for
+    final_reason and for how long it has been starting (its creation time)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
-    return {
+    trimmed: JSON = {
         "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "creationTimestamp",
                                           "deletionTimestamp", "resourceVersion", "uid") if k in meta},
         "status": {
             "conditions": [{"type": c.get("type"), "status": c.get("status")}
                            for c in status.get("conditions") or []],
-            "containerStatuses": [
-                {"imageID": c.get("imageID", ""), "state": {k: {} for k in (c.get("state") or {})}}
-                for c in status.get("containerStatuses") or []],
+            "containerStatuses": [_trim_container(c) for c in status.get("containerStatuses") or []],
         },
     }
+    if status.get("initContainerStatuses"):
+        trimmed["status"]["initContainerStatuses"] = [
+            _trim_container(c) for c in status["initContainerStatuses"]]
+    return trimmed

@@ -1,9 +1,10 @@
 """Whether an environment should be awake now, and when to look again (docs/sleep.md).
 
-Pure: the Userland (its creation time and `userland.dev/last-activity`), its Template
-(`idleTimeout`, `schedule`, `userland.dev/wake-all`) and the time in, a verdict out. The
-controller scales the Deployment to zero for an asleep verdict and requeues the Userland at
-`recheck_at`, so nothing polls.
+Pure: the Userland (its creation time, `userland.dev/last-activity`, and a staff member's
+Start: `userland.dev/started-at`), its Template (`idleTimeout`, `schedule`,
+`userland.dev/wake-all`) and the time in, a verdict out. The controller scales the Deployment
+to zero for an asleep verdict and requeues the Userland at `recheck_at`, so nothing polls
+(operator/wake.py adds the wake line).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from zoneinfo import ZoneInfo
 from userland.platform.models import Schedule, Template, Userland
 
 # Why it was last woken (or kept awake): what the Waking Event says.
-Cause = Literal["created", "visit", "start-all", "lecture"]
+Cause = Literal["created", "visit", "staff-start", "start-all", "lecture"]
 CAUSE_WORDS: dict[Cause, str] = {
     "created": "it was just created",
     "visit": "its student opened it",
+    "staff-start": "a staff member started it",
     "start-all": "the whole class was started",
     "lecture": "a lecture is about to start",
 }
@@ -33,6 +35,15 @@ class Verdict:
     cause: Cause = "created"
     # When the verdict changes by the clock alone (None: never, e.g. no idleTimeout).
     recheck_at: datetime | None = None
+    # Who, when a staff member's Start is the cause (`userland.dev/started-by`).
+    by: str = ""
+
+
+def cause_words(verdict: Verdict) -> str:
+    """Why it was woken (or kept awake), in words: who, for a staff member's Start."""
+    if verdict.cause == "staff-start" and verdict.by:
+        return f"{verdict.by} started it"
+    return CAUSE_WORDS[verdict.cause]
 
 
 def _lecture_windows(schedule: Schedule, around: datetime) -> list[tuple[datetime, datetime]]:
@@ -66,6 +77,8 @@ def verdict(userland: Userland, template: Template, now: datetime, *,
         sources.append((woke, "visit"))
     if userland.last_activity is not None:
         sources.append((userland.last_activity, "visit"))
+    if userland.started_at is not None:
+        sources.append((userland.started_at, "staff-start"))
     if template.wake_all is not None:
         sources.append((template.wake_all, "start-all"))
     recheck: datetime | None = None
@@ -86,9 +99,10 @@ def verdict(userland: Userland, template: Template, now: datetime, *,
     if not sources:
         return Verdict(False, None, "created", recheck)
     since, cause = max(sources, key=lambda s: s[0])
+    by = userland.started_by if cause == "staff-start" else ""
     if idle is None:
-        return Verdict(False, since, cause, recheck)
+        return Verdict(False, since, cause, recheck, by)
     deadline = since + timedelta(seconds=idle)
     if now >= deadline:
-        return Verdict(True, since, cause, recheck)
-    return Verdict(False, since, cause, deadline if recheck is None else min(deadline, recheck))
+        return Verdict(True, since, cause, recheck, by)
+    return Verdict(False, since, cause, deadline if recheck is None else min(deadline, recheck), by)

@@ -3,17 +3,48 @@
 The status says what an admin or the web UI needs: a phase, a `Ready` condition whose
 reason/message explain it, the Service and the URL, and `observedGeneration`.
 `lastTransitionTime` moves only when the condition's status value changes.
+
+What a Userland's status says, first match wins (each state is tested against every other in
+tests/unit/test_status.py):
+
+1. its own spec cannot be read: `Failed`, `InvalidSpec` (`invalid_userland_status`);
+2. `spec.suspended`: `Suspended`, whatever else holds (a missing or broken Template, a
+   duplicate, a conflict, a failing Pod): staff stopped it on purpose, and that is what a
+   teacher filters by; the message adds what would stop it once resumed;
+3. a problem that stops it before it runs (`Problem`): the Template is missing (`Pending`:
+   it starts when the Template appears), invalid or refused by the API server, a duplicate,
+   a taken name, a route another Template has (`Failed`);
+4. asleep (the sleep verdict): `Idle`;
+5. woken and waiting for its turn in the wake line: `Starting`, reason `Waking`;
+6. its Deployment has an available replica: `Ready`;
+7. its Pod waits for a reason it will not leave by itself (operator/progress.py
+   FINAL_REASONS: the image cannot be pulled, a crash loop, a configuration error, the
+   program not installed under `make run`): `Failed` at once, the reason the Pod's own;
+8. its Deployment gave up (`ProgressDeadlineExceeded`): `Failed`;
+9. its Pod has existed for `start_timeout` seconds without becoming ready: `Failed`,
+   `StartTimeout` (the bound is the operator's `--start-timeout`, 10 minutes by default;
+   `start_deadline` says when to look again);
+10. otherwise `Starting`.
+
+All of it is level-triggered: when the Pod recovers, the next reconcile says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from userland.operator.progress import FINAL_REASONS, final_reason, pod_ready
 from userland.operator.sleep import Verdict
 from userland.platform import naming
-from userland.platform.models import Condition, Template, Userland
+from userland.platform.models import Condition, Template, Userland, parse_time
+from userland.platform.objects import meta
+
+# How long a Pod may take to become ready before its environment is said to have failed:
+# generous enough for a large image's first pull on a busy node (5-10 minutes are reported).
+DEFAULT_START_TIMEOUT = 600.0
 
 JSON = dict[str, Any]
 
@@ -28,7 +59,9 @@ class Problem:
     phase: str = "Failed"
 
 
-def _condition(old_conditions: list[JSON], new: Condition, now: str) -> JSON:
+def stamped_condition(old_conditions: list[JSON], new: Condition, now: str) -> JSON:
+    """`new` as a dict, its lastTransitionTime kept from the old condition of its type when
+    the status value did not change."""
     previous = next((c for c in old_conditions if c.get("type") == new.type), None)
     keep_time = previous is not None and previous.get("status") == new.status
     stamped = new.to_dict()
@@ -89,9 +122,13 @@ def userland_status(
     sleep: Verdict | None = None,
     waking: bool = False,
     progress: list[str] | None = None,
+    pod: JSON | None = None,
+    start_timeout: float | None = DEFAULT_START_TIMEOUT,
 ) -> JSON:
     """`sleep`: the sleep verdict (None: no Template yet); `waking`: woken from sleep and
-    waiting for its turn (operator/wake_rate.py); `progress`: the steps its Pod reached."""
+    waiting for its turn (operator/wake_rate.py); `progress`: the steps its Pod reached;
+    `pod`: its newest Pod (final reasons, how long it has been starting); `start_timeout`:
+    seconds a Pod may take to become ready (None: no bound)."""
     generation = userland.ref.generation
     sleeping_since = str(userland.status.get("sleepingSince") or "") if userland.status.get(
         "phase") == "Idle" else ""
@@ -101,43 +138,50 @@ def userland_status(
     # app's own name, never "Deployment" or "environment environment". The cluster's details
     # stay in the children's own status and Events, for admins.
     name = display_name(template, userland.spec.template)
-    if problem is not None:
-        phase = problem.phase
-        ready = Condition("Ready", "False", problem.reason, problem.message, "", generation)
-    elif userland.spec.suspended:
+
+    def ready(value: Literal["True", "False"], reason: str, message: str) -> Condition:
+        return Condition("Ready", value, reason, message, "", generation)
+
+    if userland.spec.suspended:
         phase = "Suspended"
-        ready = Condition(
-            "Ready", "False", "Suspended", f"{name} is suspended; resume it to start it again", "", generation
-        )
+        blocked = f" (once resumed, it cannot start yet: {problem.message})" if problem is not None else ""
+        condition = ready("False", "Suspended", f"{name} is suspended; resume it to start it again{blocked}")
+    elif problem is not None:
+        phase = problem.phase
+        condition = ready("False", problem.reason, problem.message)
     elif sleep is not None and sleep.asleep:
         phase = "Idle"
         idle = template.spec.idle_timeout_seconds if template is not None else None
         after = f" after {_duration_words(idle)} without use" if idle else ""
         since_text = sleeping_since or now
-        ready = Condition(
-            "Ready", "False", "Idle",
-            f"{name} is asleep since {_clock(since_text)}{after}; it wakes when its student opens it",
-            "", generation,
-        )
+        condition = ready("False", "Idle", f"{name} is asleep since {_clock(since_text)}{after}; "
+                                           "it wakes when its student opens it")
     elif waking:
         phase = "Starting"
-        ready = Condition("Ready", "False", "Waking", f"{name} is waking up (in line to start)", "",
-                          generation)
+        condition = ready("False", "Waking", f"{name} is waking up (in line to start)")
     elif deployment_available(deployment):
         phase = "Ready"
-        ready = Condition("Ready", "True", "Available", f"{name} is running", "", generation)
+        condition = ready("True", "Available", f"{name} is running")
+    elif (stuck := final_reason(pod)) is not None:
+        phase = "Failed"
+        reason, pod_message = stuck
+        said = f": {pod_message}" if pod_message else ""
+        condition = ready("False", reason, f"{name} cannot start: {FINAL_REASONS[reason]}{said}")
     elif (failure := deployment_failure(deployment)) is not None:
         phase = "Failed"
-        ready = Condition(
-            "Ready", "False", "ProgressDeadlineExceeded", f"{name} did not start in time ({failure})", "",
-            generation,
-        )
+        condition = ready("False", "ProgressDeadlineExceeded", f"{name} did not start in time ({failure})")
+    elif (late := start_deadline(pod, start_timeout)) is not None and _at(now) >= late:
+        phase = "Failed"
+        assert start_timeout is not None
+        reached = f"; it got as far as: {', '.join(progress)}" if progress else ""
+        bound = _duration_words(int(start_timeout))
+        condition = ready("False", "StartTimeout", f"{name} did not become ready within {bound}{reached}")
     else:
         phase = "Starting"
-        ready = Condition("Ready", "False", "Starting", f"starting {name}", "", generation)
+        condition = ready("False", "Starting", f"starting {name}")
     status: JSON = {
         "phase": phase,
-        "conditions": [_condition(old_conditions, ready, now)],
+        "conditions": [stamped_condition(old_conditions, condition, now)],
         "observedGeneration": generation,
     }
     # null removes it (the status is written as a merge patch).
@@ -147,6 +191,31 @@ def userland_status(
         status["service"] = naming.service_name(template.name, userland.spec.user)
         status["url"] = userland_url(template, public_url, userland.spec.user)
     return status
+
+
+def start_deadline(pod: JSON | None, start_timeout: float | None) -> datetime | None:
+    """When a Pod that is not ready yet has taken too long (None: no Pod, or no bound)."""
+    if pod is None or start_timeout is None or meta(pod).get("deletionTimestamp") or pod_ready(pod):
+        return None
+    created = parse_time(meta(pod).get("creationTimestamp"))
+    return None if created is None else created + timedelta(seconds=start_timeout)
+
+
+def _at(rfc3339: str) -> datetime:
+    parsed = parse_time(rfc3339)
+    assert parsed is not None, rfc3339
+    return parsed
+
+
+def invalid_userland_status(obj: JSON, message: str, *, now: str) -> JSON:
+    """The status of a Userland whose spec cannot be read (precedence 1 above)."""
+    generation = int(meta(obj).get("generation") or 0)
+    condition = Condition("Ready", "False", "InvalidSpec", message, "", generation)
+    return {
+        "phase": "Failed",
+        "conditions": [stamped_condition((obj.get("status") or {}).get("conditions") or [], condition, now)],
+        "observedGeneration": generation,
+    }
 
 
 def _clock(rfc3339: str) -> str:
@@ -172,7 +241,7 @@ def template_status(template_obj: JSON, userland_count: int, problem: Problem | 
     return {
         "userlands": userland_count,
         "observedGeneration": generation,
-        "conditions": [_condition(old.get("conditions") or [], ready, now)],
+        "conditions": [stamped_condition(old.get("conditions") or [], ready, now)],
     }
 
 
