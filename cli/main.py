@@ -1,4 +1,9 @@
-"""The `userland` command: one entry point, a subcommand per service."""
+"""The `userland` command: one entry point, a subcommand per service.
+
+What stops a service from starting (a missing setting, a kubeconfig that cannot be read, an
+address it cannot serve on) is said in one line on stderr, and the exit status is 2: never a
+traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from userland.operator.status import DEFAULT_START_TIMEOUT
+from userland.platform.kubeconfig import KubeConfigError, cluster_access
 from userland.platform.logs import setup_logging
 from userland.platform.settings import Settings, SettingsError, dev_login_refusal
 
@@ -42,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=600.0,
         help="seconds between full re-checks of every object (drift safety net)",
+    )
+    op.add_argument(
+        "--start-timeout",
+        type=float,
+        default=DEFAULT_START_TIMEOUT,
+        help="seconds an environment's Pod may take to become ready before its status says "
+             "Failed (StartTimeout); 0: no bound",
     )
 
     gw = sub.add_parser("gateway", help="run the gateway (login, routing to each student's environment)")
@@ -84,6 +98,25 @@ def _local(args: argparse.Namespace) -> int:
     return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset))
 
 
+def parse_address(listen: str) -> tuple[str, int]:
+    """`host:port` (`[::1]:8081`, `:8081` for every address); ValueError saying how otherwise."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen {listen!r}: use host:port with a port from 0 to 65535, "
+                         "such as 0.0.0.0:8081")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def kubeconfig_problem(kubeconfig: str | None) -> str | None:
+    """Why the API server's address and credentials cannot be had (None: they can)."""
+    try:
+        asyncio.run(cluster_access(kubeconfig))
+    except KubeConfigError as err:
+        hint = "" if kubeconfig else " (name one with --kubeconfig, or run inside the cluster)"
+        return f"{err}{hint}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args.log_level)
@@ -94,9 +127,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as err:
         print(f"userland: {err}", file=sys.stderr)
         return 2
+    if (problem := kubeconfig_problem(args.kubeconfig)) is not None:
+        print(f"userland {args.command}: {problem}", file=sys.stderr)
+        return 2
     if args.command == "operator":
         from userland.operator.main import run_operator
 
+        try:
+            args.listen_address = parse_address(args.listen)
+        except ValueError as err:
+            print(f"userland operator: {err}", file=sys.stderr)
+            return 2
+        args.start_timeout = args.start_timeout if args.start_timeout > 0 else None
         return asyncio.run(run_operator(settings, args))
     if args.command == "gateway":
         from userland.proxy.server import ServerOptions, parse_listen, run_gateway

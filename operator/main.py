@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 
 from aiohttp import web
 
@@ -16,21 +17,23 @@ from userland.operator.controller import Controller
 from userland.operator.leader import LeaderElector
 from userland.operator.metrics import OperatorMetrics, health_app
 from userland.platform.kube import KubeClient
+from userland.platform.kubeconfig import KubeConfigError
 from userland.platform.settings import Settings
 
 log = logging.getLogger("userland.operator")
 
 
-def _split_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host or "0.0.0.0", int(port)
-
-
 async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
-    client = await KubeClient.connect(args.kubeconfig, pool_size=max(32, args.workers * 3))
+    """`args.listen_address`: (host, port), parsed by the command line (cli/main.py)."""
+    try:
+        client = await KubeClient.connect(args.kubeconfig, pool_size=max(32, args.workers * 3))
+    except KubeConfigError as err:
+        print(f"userland operator: {err}", file=sys.stderr)
+        return 2
     metrics = OperatorMetrics()
     controller = Controller(
-        client, settings, workers=args.workers, metrics=metrics, resync_seconds=args.resync
+        client, settings, workers=args.workers, metrics=metrics, resync_seconds=args.resync,
+        start_timeout=args.start_timeout,
     )
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
     elector = (
@@ -59,8 +62,15 @@ async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
 
     runner = web.AppRunner(health_app(metrics, controller.health, refresh_metrics), access_log=None)
     await runner.setup()
-    host, port = _split_listen(args.listen)
-    await web.TCPSite(runner, host, port).start()
+    host, port = args.listen_address
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as err:
+        print(f"userland operator: cannot serve /healthz and /metrics on {args.listen}: "
+              f"{err.strerror or err}", file=sys.stderr)
+        await runner.cleanup()
+        await client.close()
+        return 2
     log.info(
         "operator started",
         extra={

@@ -77,11 +77,11 @@ def in_cluster() -> ClusterAccess | None:
     )
 
 
-def _named(items: list[dict[str, Any]], name: str, what: str) -> dict[str, Any]:
+def _named(items: list[dict[str, Any]], name: str, what: str, file: Path) -> dict[str, Any]:
     for item in items or []:
-        if item.get("name") == name:
+        if isinstance(item, dict) and item.get("name") == name:
             return dict(item.get(what) or {})
-    raise KubeConfigError(f"kubeconfig has no {what} named {name!r}")
+    raise KubeConfigError(f"kubeconfig {file} has no {what} named {name!r}")
 
 
 def _relative(base: Path, value: str) -> str:
@@ -95,9 +95,15 @@ def from_kubeconfig(path: str | None = None) -> ClusterAccess | None:
         config = yaml.safe_load(file.read_text()) or {}
     except OSError as err:
         raise KubeConfigError(f"cannot read kubeconfig {file}: {err.strerror}") from None
-    context = _named(config.get("contexts") or [], str(config.get("current-context") or ""), "context")
-    cluster = _named(config.get("clusters") or [], str(context.get("cluster") or ""), "cluster")
-    user = _named(config.get("users") or [], str(context.get("user") or ""), "user")
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        raise KubeConfigError(f"kubeconfig {file} is not valid YAML{at}") from None
+    if not isinstance(config, dict):
+        raise KubeConfigError(f"kubeconfig {file} is not a kubeconfig (no clusters, contexts or users)")
+    context = _named(config.get("contexts") or [], str(config.get("current-context") or ""), "context", file)
+    cluster = _named(config.get("clusters") or [], str(context.get("cluster") or ""), "cluster", file)
+    user = _named(config.get("users") or [], str(context.get("user") or ""), "user", file)
     if any(key in user for key in ("exec", "auth-provider", "username")):
         return None
     server = str(cluster.get("server") or "").rstrip("/")
@@ -159,7 +165,18 @@ async def _full_loader(path: str | None) -> ClusterAccess:
 
 
 async def cluster_access(kubeconfig: str | None = None) -> ClusterAccess:
-    """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig."""
-    if kubeconfig is None and (access := in_cluster()) is not None:
-        return access
-    return from_kubeconfig(kubeconfig) or await _full_loader(kubeconfig)
+    """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig.
+
+    Whatever stops it (a missing or unreadable file, a certificate that cannot be loaded, a
+    kubeconfig kubernetes-asyncio refuses) is a KubeConfigError whose text says what to fix."""
+    try:
+        if kubeconfig is None and (access := in_cluster()) is not None:
+            return access
+        return from_kubeconfig(kubeconfig) or await _full_loader(kubeconfig)
+    except KubeConfigError:
+        raise
+    except OSError as err:
+        where = f" {err.filename}" if err.filename else ""
+        raise KubeConfigError(f"cannot read{where}: {err.strerror or err}") from None
+    except Exception as err:  # kubernetes-asyncio's ConfigException, ssl.SSLError, bad base64 ...
+        raise KubeConfigError(f"cannot use the kubeconfig: {err}") from None
