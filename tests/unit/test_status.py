@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from userland.operator.status import Problem, status_changed, template_status, userland_status
+from userland.operator.progress import FINAL_REASONS
+from userland.operator.sleep import Verdict
+from userland.operator.status import (
+    Problem,
+    invalid_userland_status,
+    start_deadline,
+    status_changed,
+    template_status,
+    userland_status,
+)
 from userland.platform.models import Template, Userland
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
@@ -155,3 +166,134 @@ def test_template_status() -> None:
         "lastTransitionTime": T1,
         "observedGeneration": 3,
     }
+
+
+# --- precedence: what the status says when several things hold at once ------------------------
+
+NOW = "2026-11-22T12:00:00Z"
+OLD_POD_CREATED = "2026-11-22T11:00:00Z"  # an hour before NOW: past any start timeout used here
+NEW_POD_CREATED = "2026-11-22T11:59:00Z"
+
+
+def _pod(*, waiting: str = "ContainerCreating", message: str = "", created: str = NEW_POD_CREATED,
+         ready: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": "vscode-ann-1", "creationTimestamp": created},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "containerStatuses": [{"imageID": "", "state": {"waiting": {
+                           "reason": waiting, "message": message}}}]}}
+
+
+# The rule of operator/status.py, as data: the first state that holds decides (phase, reason).
+PRECEDENCE = [
+    ("suspended", "Suspended", "Suspended"),
+    ("problem", None, None),  # the problem's own phase and reason
+    ("asleep", "Idle", "Idle"),
+    ("waking", "Starting", "Waking"),
+    ("available", "Ready", "Available"),
+    ("final", "Failed", "ImagePullBackOff"),
+    ("stuck", "Failed", "ProgressDeadlineExceeded"),
+    ("late", "Failed", "StartTimeout"),
+]
+PROBLEMS = [None, Problem("TemplateNotFound", "no Template yet", phase="Pending"),
+            Problem("InvalidTemplate", "the Template has a mistake")]
+
+
+def _case(suspended: bool, problem: Problem | None, asleep: bool, waking: bool, available: bool,
+          final: bool, stuck: bool, late: bool) -> dict[str, Any]:
+    deployment: dict[str, Any] = {"status": {}}
+    if available:
+        deployment["status"]["availableReplicas"] = 1
+    if stuck:
+        deployment["status"]["conditions"] = STUCK["status"]["conditions"]
+    pod = _pod(waiting="ImagePullBackOff" if final else "ContainerCreating",
+               created=OLD_POD_CREATED if late else NEW_POD_CREATED)
+    verdict = Verdict(asleep=asleep, cause="visit")
+    return userland_status(_userland(suspended=suspended), _template({"host": "ide.example.edu"}), deployment,
+                           problem, public_url="https://u.example.edu", now=NOW, sleep=verdict, waking=waking,
+                           pod=pod, start_timeout=600)
+
+
+@pytest.mark.parametrize("states", list(itertools.product(
+    [False, True], PROBLEMS, [False, True], [False, True], [False, True], [False, True], [False, True],
+    [False, True])), ids=lambda states: "-".join(
+        name for name, on in zip([p[0] for p in PRECEDENCE], states, strict=True) if on) or "nothing")
+def test_every_combination_follows_the_precedence(states: tuple[Any, ...]) -> None:
+    status = _case(*states)
+    holding = [entry for entry, on in zip(PRECEDENCE, states, strict=True) if on]
+    if not holding:
+        expected = ("Starting", "Starting")
+    elif holding[0][0] == "problem":
+        problem = states[1]
+        expected = (problem.phase, problem.reason)
+    else:
+        expected = (holding[0][1], holding[0][2])
+    ready = status["conditions"][0]
+    assert (status["phase"], ready["reason"]) == expected
+    assert ready["status"] == ("True" if expected == ("Ready", "Available") else "False")
+
+
+def test_suspended_wins_over_a_missing_template_and_says_what_resuming_will_meet() -> None:
+    status = userland_status(_userland(suspended=True), None, None,
+                             Problem("TemplateNotFound", "Template 'vscode' not found", phase="Pending"),
+                             public_url="", now=T0)
+    assert status["phase"] == "Suspended"
+    message = status["conditions"][0]["message"]
+    assert message.startswith("vscode is suspended; resume it to start it again")
+    assert "Template 'vscode' not found" in message
+
+
+@pytest.mark.parametrize("reason", sorted(FINAL_REASONS))
+def test_a_final_pod_reason_fails_at_once_with_the_pods_own_reason_and_message(reason: str) -> None:
+    pod = _pod(waiting=reason, message="the kubelet's own words")
+    status = userland_status(_userland(), _template({"host": "h"}), {"status": {}}, None, public_url="",
+                             now=NOW, pod=pod)
+    ready = status["conditions"][0]
+    assert (status["phase"], ready["status"], ready["reason"]) == ("Failed", "False", reason)
+    assert ready["message"] == f"vscode cannot start: {FINAL_REASONS[reason]}: the kubelet's own words"
+
+
+def test_a_waiting_reason_that_passes_by_itself_is_still_starting() -> None:
+    for reason in ("ContainerCreating", "PodInitializing"):
+        status = userland_status(_userland(), _template({"host": "h"}), {"status": {}}, None, public_url="",
+                                 now=NOW, pod=_pod(waiting=reason))
+        assert (status["phase"], status["conditions"][0]["reason"]) == ("Starting", "Starting")
+
+
+def test_a_failed_start_goes_back_when_the_pod_recovers() -> None:
+    failed = userland_status(_userland(), _template({"host": "h"}), {"status": {}}, None, public_url="",
+                             now=NOW, pod=_pod(waiting="CrashLoopBackOff"))
+    assert failed["phase"] == "Failed"
+    recovered = userland_status(_userland(failed), _template({"host": "h"}), AVAILABLE, None, public_url="",
+                                now=NOW, pod=_pod(ready=True, waiting=""))
+    assert (recovered["phase"], recovered["conditions"][0]["reason"]) == ("Ready", "Available")
+
+
+def test_start_timeout_counts_from_the_pods_creation() -> None:
+    pod = _pod(created="2026-11-22T11:50:00Z")
+    assert start_deadline(pod, 600) == datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    assert start_deadline(pod, None) is None
+    assert start_deadline(None, 600) is None
+    assert start_deadline(_pod(ready=True), 600) is None  # ready: no deadline to meet
+    just_before = userland_status(_userland(), _template({"host": "h"}), None, None, public_url="",
+                                  now="2026-11-22T11:59:59Z", pod=pod, start_timeout=600)
+    assert just_before["phase"] == "Starting"
+    at_it = userland_status(_userland(), _template({"host": "h"}), None, None, public_url="",
+                            now=NOW, pod=pod, start_timeout=600, progress=["Scheduled"])
+    ready = at_it["conditions"][0]
+    assert (at_it["phase"], ready["reason"]) == ("Failed", "StartTimeout")
+    assert ready["message"] == "vscode did not become ready within 10 min; it got as far as: Scheduled"
+    unbounded = userland_status(_userland(), _template({"host": "h"}), None, None, public_url="",
+                                now=NOW, pod=_pod(created=OLD_POD_CREATED), start_timeout=None)
+    assert unbounded["phase"] == "Starting"
+
+
+def test_an_unreadable_spec_is_failed_and_keeps_its_transition_time() -> None:
+    obj = {"metadata": {"generation": 2}, "status": {}}
+    first = invalid_userland_status(obj, "spec.user is missing", now=T0)
+    assert first == {"phase": "Failed", "observedGeneration": 2, "conditions": [{
+        "type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "spec.user is missing",
+        "lastTransitionTime": T0, "observedGeneration": 2}]}
+    again = invalid_userland_status({**obj, "status": first}, "spec.user is wrong", now=T1)
+    assert again["conditions"][0]["lastTransitionTime"] == T0
+    assert not status_changed(first, invalid_userland_status({**obj, "status": first}, "spec.user is missing",
+                                                             now=T1))
