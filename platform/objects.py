@@ -20,12 +20,12 @@ def meta(obj: Mapping[str, Any] | None) -> JSON:
     return found if isinstance(found, dict) else {}
 
 
-def labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
+def labels_of(obj: Mapping[str, Any] | None) -> dict[str, str]:
     found = meta(obj).get("labels")
     return found if isinstance(found, dict) else {}
 
 
-def annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
+def annotations_of(obj: Mapping[str, Any] | None) -> dict[str, str]:
     found = meta(obj).get("annotations")
     return found if isinstance(found, dict) else {}
 
