@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.kubectl import kubectl as run_kubectl
 from userland.local.controlplane import ControlPlane
 from userland.platform import models
 from userland.platform.kube import TEMPLATES, USERLANDS, Invalid, KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
-KUBECTL = "/usr/bin/kubectl"
 
 TEMPLATE: dict[str, Any] = {
     "apiVersion": "userland.dev/v1alpha1",
@@ -50,13 +50,7 @@ def template(**spec_changes: Any) -> dict[str, Any]:
 
 
 async def kubectl(plane: ControlPlane, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        KUBECTL, f"--kubeconfig={plane.kubeconfig}", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await run_kubectl(plane.kubeconfig, *args)
 
 
 # --- accepted, with defaults -------------------------------------------------------------------

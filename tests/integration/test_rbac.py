@@ -204,7 +204,8 @@ async def test_operator_works_with_only_its_own_rbac(
     """The real Controller with the operator's token: children, statuses, the storage finalizer."""
     import asyncio
 
-    from tests.operator.support import eventually, template_body, userland_body
+    from tests.support import eventually
+    from tests.support.objects import template_body, userland_body
     from userland.operator.controller import Controller
     from userland.platform.kube import PVCS, SERVICES, NotFound
     from userland.platform.settings import Settings

@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from userland.local.controlplane import free_port
+from tests.support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install-local-apps.sh"

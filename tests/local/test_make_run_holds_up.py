@@ -19,7 +19,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.local.test_make_run import (
+from tests.support import free_port
+from tests.support.make_run import (
     STARTUP_TIMEOUT,
     browser,
     descendants,
@@ -28,7 +29,6 @@ from tests.local.test_make_run import (
     read_until_ready,
     still_running,
 )
-from userland.local.controlplane import free_port
 
 ROLES = ("redis", "web", "operator", "gateway")
 

@@ -21,8 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.operator.support import eventually
-from userland.local.controlplane import free_port
+from tests.support import eventually, free_port
 from userland.local.runner import LocalRunner
 from userland.local.users import environment_user
 from userland.platform import naming

@@ -1,74 +1,24 @@
-"""Helpers for operator tests: object bodies, polling, and a kubelet stand-in."""
+"""Helpers for operator tests: a kubelet stand-in, and knowing (not guessing) what the operator
+has seen and done: `reconciled_since` waits until it has reconciled a given version of an
+object, `caught_up` until its caches hold what the API server holds."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
+from tests.support import eventually
+from tests.support.objects import template_body, userland_body
 from userland.operator.controller import Controller
+from userland.operator.indexes import USERLAND
+from userland.platform.informer import version_number
 from userland.platform.kube import PODS, TEMPLATES, USERLANDS, KubeClient, NotFound, Resource
 
 JSON = dict[str, Any]
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], timeout: float = 30.0, interval: float = 0.1
-) -> Any:
-    """Poll `check` until it returns something truthy; fail with its last value otherwise."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        with contextlib.suppress(AssertionError):
-            last = await check()
-            if last:
-                return last
-        await asyncio.sleep(interval)
-    # One last try, letting its assertion (if any) explain the failure.
-    last = await check()
-    assert last, f"condition not met within {timeout}s (last: {last!r})"
-    return last
-
-
-def template_body(
-    name: str, *, image: str = "demo:1", port: int = 8080, storage: JSON | None = None, **spec: Any
-) -> JSON:
-    body: JSON = {
-        "apiVersion": "userland.dev/v1alpha1",
-        "kind": "Template",
-        "metadata": {"name": name},
-        "spec": {
-            "displayName": name.title(),
-            "routing": {"host": f"{name}.example.edu"},
-            "port": port,
-            "podSpec": {
-                "containers": [
-                    {
-                        "name": "ide",
-                        "image": image,
-                        "args": ["--user", "${USER}"],
-                        "env": [{"name": "HOME_USER", "value": "/home/${USER}"}],
-                        "ports": [{"containerPort": port}],
-                    }
-                ]
-            },
-            **spec,
-        },
-    }
-    if storage is not None:
-        body["spec"]["storage"] = storage
-    return body
-
-
-def userland_body(user: str, template: str, name: str | None = None, **spec: Any) -> JSON:
-    return {
-        "apiVersion": "userland.dev/v1alpha1",
-        "kind": "Userland",
-        "metadata": {"name": name or f"{template}-{user.lower()}"},
-        "spec": {"user": user, "template": template, **spec},
-    }
+__all__ = ["Cluster", "OperatorRunner", "caught_up", "eventually", "exists", "get_or_none", "gone",
+           "reconciled_since", "template_body", "userland_body"]
 
 
 class Cluster:
@@ -132,3 +82,32 @@ async def exists(kube: KubeClient, resource: Resource, ns: str, name: str) -> bo
 
 async def gone(kube: KubeClient, resource: Resource, ns: str, name: str) -> bool:
     return await get_or_none(kube, resource, ns, name) is None
+
+
+async def reconciled_since(controller: Controller, namespace: str, name: str, version: str | int,
+                           kind: str = USERLAND, timeout: float = 30.0) -> None:
+    """Until a reconcile of `kind namespace/name` has finished that started from `version` of
+    the object or a later one (a write's resourceVersion: "the operator has looked at it")."""
+    wanted = int(version)
+
+    def done() -> bool:
+        return controller.loop.reconciled.get((kind, namespace, name), 0) >= wanted
+
+    await eventually(done, timeout=timeout, interval=0.02)
+
+
+async def caught_up(controller: Controller, kube: KubeClient, namespace: str) -> None:
+    """Until every cache of the operator holds exactly the versions the API server has now
+    (so no watch event of an earlier write is still on its way), and nothing is queued."""
+
+    async def same() -> bool:
+        for informer in controller.informers:
+            listing = await kube.list(informer.resource, namespace, label_selector=informer.label_selector)
+            served = {item["metadata"]["name"]: version_number(item) for item in listing["items"]}
+            cached = {name: version_number(informer.get(ns, name))
+                      for ns, name in informer.object_keys() if ns == namespace}
+            if served != cached:
+                return False
+        return controller.queue.depth == 0 and not controller.queue._active
+
+    await eventually(same, interval=0.05)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.operator.support import Cluster, OperatorRunner, eventually, get_or_none
+from tests.operator.support import Cluster, OperatorRunner, get_or_none
+from tests.support import eventually
 from userland.platform import naming
 from userland.platform.kube import (
     DEPLOYMENTS,

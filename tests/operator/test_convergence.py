@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from tests.operator.support import Cluster, OperatorRunner, eventually
+from tests.operator.support import Cluster, OperatorRunner, caught_up
+from tests.support import eventually
 from userland.platform.kube import DEPLOYMENTS, EVENTS, SERVICES, USERLANDS, KubeClient
 
 USERS = [f"student{i:02d}" for i in range(40)]
@@ -62,13 +61,16 @@ async def test_steady_state_makes_zero_writes(
             return statuses.count("Starting") == 10 and statuses.count("Pending") == 1
 
         await eventually(settled)
+        # Until the watches have brought every earlier write (no event of them still on its way).
+        await caught_up(controller, kube, namespace)
         await _drain(controller)
         before = sum(controller.client.writes.values())
         # Every object is reconciled again (as the periodic resync does), twice.
         for _ in range(2):
             controller.enqueue_all()
             await _drain(controller)
-        await asyncio.sleep(2)  # and watch events keep arriving meanwhile
+        # Whatever it wrote would come back as watch events: wait until they all have.
+        await caught_up(controller, kube, namespace)
         await _drain(controller)
         writes = sum(controller.client.writes.values()) - before
         assert writes == 0, dict(controller.client.writes)
@@ -115,7 +117,7 @@ async def test_a_restarted_operator_writes_nothing_and_records_no_events(
     events_before = {e["metadata"]["name"] for e in (await kube.list(EVENTS, namespace))["items"]}
     async with run_operator() as second:
         await _drain(second)
-        await asyncio.sleep(1)  # watch events of anything it might have written
+        await caught_up(second, kube, namespace)  # watch events of anything it might have written
         await _drain(second)
         assert dict(second.client.writes) == {}
     new_events = [f"{e['reason']}: {e['message']}" for e in (await kube.list(EVENTS, namespace))["items"]

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from tests.operator.support import (
-    Cluster,
-    OperatorRunner,
-    eventually,
-    exists,
-    gone,
-    template_body,
-)
+from tests.operator.support import Cluster, OperatorRunner, exists, gone
+from tests.support import eventually
+from tests.support.clock import ManualClock
+from tests.support.objects import template_body
 from userland.platform import naming
 from userland.platform.kube import (
     DEPLOYMENTS,
@@ -262,11 +256,16 @@ async def test_last_transition_time_moves_only_when_the_status_changes(
 ) -> None:
     await cluster.create_template("vscode")
     await cluster.create_userland("ann", "vscode", suspended=True)
-    async with run_operator():
+    clock = ManualClock()
+    async with run_operator(clock=clock):
         first = await eventually(lambda: _reason(cluster, "vscode-ann", "Suspended"))
-        await asyncio.sleep(1.1)  # timestamps have one-second resolution
+        clock.advance(120)  # a new time would show in a moved lastTransitionTime
         await kube.merge_patch(USERLANDS, namespace, "vscode-ann", {"spec": {"suspended": False}})
         second = await eventually(lambda: _reason(cluster, "vscode-ann", "Starting"))
         # Same status value (False), new reason: the transition time stays.
         assert second["lastTransitionTime"] == first["lastTransitionTime"]
         assert second["observedGeneration"] == first["observedGeneration"] + 1
+        # A new value moves it, to the operator's time.
+        assert await eventually(lambda: cluster.make_pods_ready("userland.dev/user=ann"))
+        third = await eventually(lambda: _reason(cluster, "vscode-ann", "Available"))
+        assert third["lastTransitionTime"] == clock.now.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.operator.support import Cluster, OperatorRunner, eventually, template_body, userland_body
+from tests.operator.support import Cluster, OperatorRunner
+from tests.support import eventually
+from tests.support.objects import template_body, userland_body
 from tests.web.support import make_course
 from userland.platform import naming
 from userland.platform.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient

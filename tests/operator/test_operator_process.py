@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.operator.support import Cluster, eventually, exists
-from userland.local.controlplane import free_port
+from tests.operator.support import Cluster, exists
+from tests.support import eventually, free_port
 from userland.platform.kube import DEPLOYMENTS, LEASES, KubeClient, NotFound
 
 

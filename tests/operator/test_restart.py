@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.operator.support import Cluster, OperatorRunner, eventually
+from tests.operator.support import Cluster, OperatorRunner
+from tests.support import eventually
 from userland.operator.controller import Controller
 from userland.platform import naming
 from userland.platform.kube import DEPLOYMENTS, USERLANDS, KubeClient, Resource

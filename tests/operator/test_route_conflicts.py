@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.operator.support import Cluster, OperatorRunner, eventually, template_body, userland_body
+from tests.operator.support import Cluster, OperatorRunner
+from tests.support import eventually
+from tests.support.objects import template_body, userland_body
 from userland.platform.kube import EVENTS, NAMESPACES, TEMPLATES, USERLANDS, KubeClient
 from userland.proxy.routes_cache import RoutingCache
 from userland.proxy.routing import route_for

@@ -1,7 +1,11 @@
 """Sleep and wake in the operator, against the real control plane: an unused environment
 sleeps (replicas 0, phase Idle, an Event), its student's use wakes it, a suspended one never
 wakes, "start all" wakes a class at the configured rate, a lecture keeps everyone awake, and
-the waking page's steps come from the Pod's own status."""
+the waking page's steps come from the Pod's own status.
+
+Nothing here sleeps to see that something did not happen: a test waits until the operator has
+reconciled the version it wrote (`reconciled_since`), or runs the operator on a clock it moves.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.operator.support import Cluster, OperatorRunner, eventually
+from tests.operator.support import Cluster, OperatorRunner, reconciled_since
+from tests.support import eventually
+from tests.support.clock import ManualClock
 from userland.platform import naming
 from userland.platform.kube import DEPLOYMENTS, EVENTS, PODS, TEMPLATES, USERLANDS, KubeClient
 
@@ -76,12 +82,15 @@ async def test_a_suspended_environment_never_wakes(
         cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
     await cluster.create_template("vscode", idleTimeout="2s")
     await cluster.create_userland("bob", "vscode", suspended=True)
-    async with run_operator():
-        await kube.merge_patch(USERLANDS, namespace, "vscode-bob",
-                               {"metadata": {"annotations": {naming.ANNOTATION_LAST_ACTIVITY: now_stamp()}}})
+    async with run_operator() as controller:
         await eventually(lambda: _phase(cluster, "vscode-bob", "Suspended"))
-        await asyncio.sleep(1)
+        # Its student's use, and a staff member's Start: neither wakes a suspended environment.
+        used = await kube.merge_patch(USERLANDS, namespace, "vscode-bob", {"metadata": {"annotations": {
+            naming.ANNOTATION_LAST_ACTIVITY: now_stamp(), naming.ANNOTATION_STARTED_AT: now_stamp(),
+            naming.ANNOTATION_STARTED_BY: "teacher"}}})
+        await reconciled_since(controller, namespace, "vscode-bob", used["metadata"]["resourceVersion"])
         assert await replicas(kube, namespace, "vscode-bob") == 0
+        assert (await cluster.userland_status("vscode-bob"))["phase"] == "Suspended"
 
 
 async def scaled_up(kube: KubeClient, namespace: str, names: list[str], timeout: float) -> dict[str, float]:
@@ -135,11 +144,17 @@ async def test_a_lecture_keeps_everyone_awake_and_the_steps_come_from_the_pod(
                 "lectures": [{"days": [day], "start": start.strftime("%H:%M"), "end": end.strftime("%H:%M")}]}
     await cluster.create_template("vscode", idleTimeout="2s", schedule=schedule)
     await cluster.create_userland("carol", "vscode")
-    async with run_operator():
+    await cluster.create_template("other", idleTimeout="2s")  # the same, with no lecture
+    await cluster.create_userland("dan", "other")
+    # The operator decides five minutes from now: long past the 2 s idle timeout, still in the
+    # lecture (which runs from 20 minutes ago to 20 minutes from now).
+    async with run_operator(clock=ManualClock(datetime.now(UTC) + timedelta(minutes=5))):
         assert await eventually(lambda: _equals(replicas(kube, namespace, "vscode-carol"), 1))
-        await asyncio.sleep(4)  # twice the idle timeout: the lecture keeps it awake
+        await eventually(lambda: _phase(cluster, "vscode-carol", "Starting"))
+        # Without the lecture the same clock puts it to sleep at once: the clock is in effect.
+        await eventually(lambda: _phase(cluster, "other-dan", "Idle"))
+        assert await replicas(kube, namespace, "other-dan") == 0
         assert await replicas(kube, namespace, "vscode-carol") == 1
-        assert (await cluster.userland_status("vscode-carol")).get("phase") != "Idle"
 
         # Its Pod, as a kubelet reports it: placed, image there, not started yet.
         selector = "userland.dev/user=carol,userland.dev/template=vscode"
@@ -177,3 +192,31 @@ async def test_a_long_wake_line_is_carried_out_even_past_the_idle_timeout(
         await kube.merge_patch(TEMPLATES, namespace, "vscode",
                                {"metadata": {"annotations": {naming.ANNOTATION_WAKE_ALL: now_stamp()}}})
         assert sorted(await scaled_up(kube, namespace, names, timeout=40)) == names
+
+
+async def test_a_staff_start_says_who_started_it_and_no_sleep_or_wake_says_the_template_changed(
+        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    clock = ManualClock()
+    await cluster.create_template("vscode", idleTimeout="1h")
+    await cluster.create_userland("erin", "vscode")
+    # (Hours pass on this clock, not on the API server's: Pods are not timed here.)
+    async with run_operator(clock=clock, start_timeout=None) as controller:
+        await eventually(lambda: _phase(cluster, "vscode-erin", "Starting"))
+        clock.advance(2 * 3600)  # two hours without use
+        controller.enqueue_all(low=True)  # the periodic resync looks again
+        await eventually(lambda: _phase(cluster, "vscode-erin", "Idle"))
+        assert await replicas(kube, namespace, "vscode-erin") == 0
+        # The web UI's Start: when, and who pressed it.
+        await kube.merge_patch(USERLANDS, namespace, "vscode-erin", {"metadata": {"annotations": {
+            naming.ANNOTATION_STARTED_AT: clock.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            naming.ANNOTATION_STARTED_BY: "teacher"}}})
+        message = await eventually(lambda: _has_event(kube, namespace, "vscode-erin", "Waking"))
+        assert message == "Vscode is waking up: teacher started it"
+        assert await replicas(kube, namespace, "vscode-erin") == 1
+        sleeping = await eventually(lambda: _has_event(kube, namespace, "vscode-erin", "Sleeping"))
+        assert "asleep since" in sleeping and "1 h without use" in sleeping
+        await controller.events.flush()
+        told = await events_of(kube, namespace, "vscode-erin")
+        # Scaling to 0 and back is told by Sleeping and Waking, never as a changed Template.
+        assert [m for r, m in told if r == "Updated"] == [], told
+        assert not [m for _, m in told if "the Template changed" in m], told
