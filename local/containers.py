@@ -1,22 +1,21 @@
 """One container of a local Pod: its process, supervised as a kubelet supervises a container.
 
-Started in a session of its own (its children and daemons go with it; a terminal's Ctrl-C
-reaches only `userland local`), as the environments' unprivileged user, dying with the runner
-(PR_SET_PDEATHSIG). Restarted when it ends, with a backoff that doubles up to a limit and
-starts over once it has run for a while (the kubelet's CrashLoopBackOff, shorter). Its state
-(`ContainerState`) is what the Pod's status reports: waiting/running/terminated, the restart
-count, readiness from its readiness probe. A liveness probe that fails `failureThreshold`
-times in a row restarts it. Every few seconds its listening sockets are checked: one reachable
-beyond loopback ends it, with a reason saying so.
+Started in a session (and, where the machine allows, a cgroup) of its own, so everything it
+starts is stopped with it (local/process_tree.py; a terminal's Ctrl-C reaches only `userland
+local`), as the environments' unprivileged user, dying with the runner (PR_SET_PDEATHSIG, and
+the runner's reaper for what the program forked). Restarted when it ends, with a backoff that
+doubles up to a limit and starts over once it has run for a while (the kubelet's
+CrashLoopBackOff, shorter). Its state (`ContainerState`) is what the Pod's status reports:
+waiting/running/terminated, the restart count, readiness from its readiness probe. A liveness
+probe that fails `failureThreshold` times in a row restarts it. Every few seconds its listening
+sockets are checked: one reachable beyond loopback ends it, with a reason saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from userland.local import demo_env
 from userland.local.controlplane import die_with_parent
 from userland.local.podplan import ContainerPlan, Probe
 from userland.local.probes import run_probe
+from userland.local.process_tree import Confinement, Placement
 from userland.local.sockets import session_listeners
 from userland.local.users import LocalUser
 from userland.platform.events import timestamp
@@ -73,36 +73,6 @@ def _log_tail(path: Path, limit: int = 300) -> str:
     return lines[-1][:limit] if lines else ""
 
 
-async def stop_session(process: asyncio.subprocess.Process, grace: float = 5.0) -> None:
-    """SIGTERM the process's session group, SIGKILL what is left after `grace` seconds, and
-    reap it. Runs to the end even when the caller is cancelled (again) meanwhile: a cleanup cut
-    short would leave the process running; the cancellation is re-raised afterwards."""
-    task = asyncio.ensure_future(_stop_session(process, grace))
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    task.result()
-    if cancelled:
-        raise asyncio.CancelledError
-
-
-async def _stop_session(process: asyncio.subprocess.Process, grace: float) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-    # Whatever it left behind in its group (a server's workers) goes too.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
 class Container:
     """Run with `await container.run()` (forever; cancel to stop, which ends the process)."""
 
@@ -116,10 +86,14 @@ class Container:
         http: aiohttp.ClientSession,
         on_change: Callable[[], None],
         on_event: Callable[[str, str, str], None],
+        confinement: Confinement,
+        name: str = "",
         backoff: float = 1.0,
         max_backoff: float = 30.0,
     ) -> None:
         self.plan = plan
+        self.confinement = confinement
+        self.name = name or plan.name  # for logs and the ledger: namespace/pod/container
         self.address = address
         self.user = user
         self.log_path = log_path
@@ -130,6 +104,7 @@ class Container:
         self.max_backoff = max_backoff
         self.state = ContainerState(plan.name, plan.image)
         self.process: asyncio.subprocess.Process | None = None
+        self.placement: Placement | None = None  # where the current run's processes are kept
         self._why_stopped = ""  # set by a check that ended the process
 
     def _set(self, **changes: object) -> None:
@@ -147,20 +122,35 @@ class Container:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         output = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         argv = list(self.plan.argv)
+        placement = self.confinement.place(self.name)
+        become = self.user.become if self.user.switches else None
         try:
-            return await asyncio.create_subprocess_exec(
+            process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
                 env=self.env,
                 cwd=self.plan.workdir,
-                preexec_fn=die_with_parent,
+                preexec_fn=placement.preexec(become, die_with_parent),
                 start_new_session=True,
-                **self.user.popen_kwargs(),
             )
+        except BaseException:
+            placement.abandon()
+            raise
         finally:
             os.close(output)
+        placement.started(process.pid)
+        self.placement = placement
+        return process
+
+    async def stop(self, process: asyncio.subprocess.Process) -> None:
+        """Stop every process of this run (local/process_tree.py)."""
+        placement = self.placement
+        if placement is None or placement.tree is None or placement.tree.leader != process.pid:
+            placement = Placement(self.confinement, self.name, None)  # its session, at least
+            placement.started(process.pid)
+        await placement.stop(process)
 
     async def run(self) -> None:
         backoff = self.backoff
@@ -215,7 +205,7 @@ class Container:
             for task in checks:
                 task.cancel()
             await asyncio.gather(*checks, return_exceptions=True)
-            await stop_session(process)
+            await self.stop(process)
             self.process = None
         code = process.returncode
         if code is not None and code < 0:
@@ -294,7 +284,7 @@ class Container:
             if failures >= probe.failure_threshold:
                 self._why_stopped = f"liveness probe failed {failures} times: {why}"
                 self.on_event("Warning", "Unhealthy", f"Liveness probe failed: {why}; restarting")
-                await stop_session(process)
+                await self.stop(process)
                 return
 
     async def _sockets(self, process: asyncio.subprocess.Process) -> None:
@@ -312,7 +302,7 @@ class Container:
                     f"the Pod's address {self.address})"
                 )
                 self.on_event("Warning", "ExposedBeyondLoopback", self._why_stopped)
-                await stop_session(process)
+                await self.stop(process)
                 return
 
 

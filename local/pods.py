@@ -20,9 +20,10 @@ from typing import Any
 
 import aiohttp
 
-from userland.local.containers import Container, ContainerState, DemoContainer, stop_session
+from userland.local.containers import Container, ContainerState, DemoContainer
 from userland.local.podplan import DEMO_PROGRAM, ContainerPlan, PodPlan, Unrunnable
 from userland.local.podstatus import pod_status
+from userland.local.process_tree import Confinement
 from userland.local.users import LocalUser
 from userland.platform.events import timestamp
 
@@ -47,6 +48,7 @@ class PodWorker:
         http: aiohttp.ClientSession,
         on_change: Callable[[], None],
         on_event: EventSink,
+        confinement: Confinement,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         container_names: tuple[tuple[str, str], ...] = (),
@@ -74,6 +76,8 @@ class PodWorker:
                 http=http,
                 on_change=on_change,
                 on_event=on_event,
+                confinement=confinement,
+                name=f"{key[0]}/{key[1]}/{c.name}",
                 log_path=log_dir / f"{key[0]}.{key[1]}.{c.name}.log",
                 backoff=backoff,
                 max_backoff=max_backoff,
@@ -167,7 +171,7 @@ class PodWorker:
                 try:
                     await process.wait()
                 finally:
-                    await stop_session(process)
+                    await init.stop(process)
                 if process.returncode == 0:
                     init._set(state="terminated", reason="Completed", exit_code=0, finished_at=timestamp())
                     return

@@ -42,6 +42,7 @@ import aiohttp
 from userland.local.podplan import PodPlan, Unrunnable, plan_pod
 from userland.local.pods import PodWorker
 from userland.local.podstatus import keep_transition_times, same_status
+from userland.local.process_tree import Confinement
 from userland.local.sockets import listening_sockets
 from userland.local.users import LocalUser, current_user
 from userland.platform import naming
@@ -182,6 +183,7 @@ class LocalRunner:
         python: str = sys.executable,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
+        use_cgroups: bool = True,
     ) -> None:
         self.kube = kube
         namespaces = tuple(namespaces)
@@ -194,6 +196,8 @@ class LocalRunner:
         self.python = python
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.use_cgroups = use_cgroups
+        self.confinement: Confinement | None = None
         self.workers: dict[Key, PodWorker] = {}
         self.addresses = AddressPool(free_block(listening_addresses()))
         self._changed = asyncio.Event()
@@ -222,6 +226,11 @@ class LocalRunner:
             folder.chmod(0o755)  # the environments' user passes through; each Pod's folder is its own
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.chmod(0o700)
+        self.confinement = await asyncio.to_thread(
+            Confinement.for_state, self.state_dir, use_cgroups=self.use_cgroups)
+        if left := await asyncio.to_thread(self.confinement.sweep):
+            log.warning("stopped what an earlier run left running", extra={"containers": left})
+        reaper = Reaper.start(self.python, self.confinement.ledger, self.log_dir.parent / "reaper.log")
         background = [
             asyncio.create_task(i.run(), name=f"runner-{i.resource.plural}")
             for i in (self.pods, self.services)
@@ -245,6 +254,7 @@ class LocalRunner:
                 await asyncio.gather(*background, return_exceptions=True)
                 await asyncio.gather(*(w.stop() for w in self.workers.values()))
                 self.workers.clear()
+                await reaper.stop()
 
     async def reconcile(self, http: aiohttp.ClientSession) -> bool:
         """Bring processes, pod status and annotations level with the watched state.
@@ -302,9 +312,11 @@ class LocalRunner:
             for c in (pod.get("spec") or {}).get("containers") or []
             if isinstance(c, dict)
         )
+        assert self.confinement is not None, "run() sets it up"
         worker = PodWorker(
             key,
             plan,
+            confinement=self.confinement,
             address=address,
             user=self.user,
             log_dir=self.log_dir,
@@ -433,6 +445,31 @@ class LocalRunner:
         except KubeError:
             return None
         return {**userland, "apiVersion": naming.API_VERSION, "kind": "Userland"}
+
+
+class Reaper:
+    """A process that stops every container the ledger still names once this one ends,
+    however it ends (local/reaper.py): it waits on a pipe only we hold the writing end of."""
+
+    def __init__(self, process: subprocess.Popen[bytes], pipe: int) -> None:
+        self.process = process
+        self.pipe = pipe
+
+    @classmethod
+    def start(cls, python: str, ledger: Path, log_path: Path) -> Reaper:
+        read_end, write_end = os.pipe()  # not inherited by anything else we start
+        with open(log_path, "ab") as output:
+            process = subprocess.Popen(
+                [python, "-m", "userland.local.reaper", str(ledger)], stdin=read_end, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        os.close(read_end)
+        return cls(process, write_end)
+
+    async def stop(self) -> None:
+        """Our containers are stopped: let it go (it finds nothing) and wait for it."""
+        with contextlib.suppress(OSError):
+            os.close(self.pipe)
+        await asyncio.to_thread(self.process.wait)
 
 
 def app_bin_dirs(env: dict[str, str] | None = None, repo: Path | None = None) -> list[Path]:

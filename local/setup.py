@@ -139,7 +139,9 @@ def _log_to_file(path: Path) -> None:
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)
+    # The terminal may be gone (closed: SIGHUP): stopping must go on all the same.
+    with contextlib.suppress(OSError):
+        print(text, flush=True)
 
 
 def restart_words(report: Report) -> str:
@@ -443,7 +445,9 @@ class LocalSetup:
 async def _main(options: LocalOptions) -> int:
     setup = LocalSetup(options)
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: a closed terminal stops everything as Ctrl-C does (left to its default, the
+    # process would die at once, and its children's children with no one to stop them).
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, setup.stop.set)
     code = 0
     try:

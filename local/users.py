@@ -47,6 +47,13 @@ class LocalUser:
             return {}
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
+    def become(self) -> None:
+        """Turn this process into this user, for good (a child's preexec, after anything that
+        still needs root): no supplementary groups, then the group, then the user."""
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
     def own(self, folder: Path) -> None:
         """`folder` (made if missing) belongs to this user, private to it."""
         folder.mkdir(parents=True, exist_ok=True)
