@@ -1,9 +1,10 @@
 """The local runner against the real control plane: it plays the kubelet for the Pods the real
 deployment and replicaset controllers make.
 
-The Deployments and Services are made here the way the operator makes them (same names and
-labels). Real: the control plane, the processes (Debian's python3 and sh as stand-ins for the
-apps), the runner's unprivileged user when the tests run as root, /proc.
+The Deployments and Services are made with the operator's own builders (operator/builders.py),
+from a Userland object and a Template model, as the operator makes them. Real: the control
+plane, the processes (Debian's python3 and sh as stand-ins for the apps), the runner's
+unprivileged user when the tests run as root, /proc, the cgroups.
 """
 
 from __future__ import annotations
@@ -22,67 +23,46 @@ import aiohttp
 import pytest
 
 from tests.support import eventually, free_port
+from tests.support.objects import userland_body
 from userland.local.runner import LocalRunner
 from userland.local.users import environment_user
+from userland.operator import builders
 from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, EVENTS, PODS, SERVICES, USERLANDS, KubeClient
+from userland.platform.kube import DEPLOYMENTS, EVENTS, PODS, SERVICES, USERLANDS, KubeClient, NotFound
+from userland.platform.models import Template, Userland
 
 JSON = dict[str, Any]
 PY = "/usr/bin/python3"  # Debian's: reachable by the environments' unprivileged user
 
 
-def labels(user: str, template: str) -> dict[str, str]:
-    return {
-        naming.LABEL_USER: user,
-        naming.LABEL_TEMPLATE: template,
-        naming.LABEL_USERLAND: f"{template}-{user}",
-        naming.LABEL_MANAGED_BY: naming.MANAGED_BY,
-    }
+DEMO: JSON = {"name": "ide", "image": "userland/demo-ide:1", "command": ["userland-demo-ide"],
+              "args": ["--port", "8080", "--user", "${USER}", "--template", "demo"]}
 
 
-def deployment_body(user: str, template: str, *containers: JSON, claim: str | None = None) -> JSON:
-    selector = {naming.LABEL_USER: user, naming.LABEL_TEMPLATE: template}
-    if not containers:
-        containers = (
-            {
-                "name": "ide",
-                "image": "userland/demo-ide:1",
-                "command": ["userland-demo-ide"],
-                "args": ["--port", "8080", "--user", user, "--template", template],
-            },
-        )
-    spec: JSON = {"containers": list(containers)}
-    if claim:
-        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-        for container in spec["containers"]:
-            container["volumeMounts"] = [{"name": "data", "mountPath": "/home/student"}]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": naming.deployment_name(template, user), "labels": labels(user, template)},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": selector},
-            "strategy": {"type": "Recreate"},
-            "template": {"metadata": {"labels": labels(user, template)}, "spec": spec},
-        },
-    }
-
-
-def service_body(user: str, template: str, port: int = 8080) -> JSON:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": naming.service_name(template, user),
-            "labels": labels(user, template),
-            "annotations": {"someone.else/note": "kept"},
-        },
-        "spec": {
-            "selector": {naming.LABEL_USER: user, naming.LABEL_TEMPLATE: template},
-            "ports": [{"name": "http", "port": port, "targetPort": port}],
-        },
-    }
+async def add_environment(kube: KubeClient, namespace: str, user: str, template: str, *containers: JSON,
+                          home: str | None = None, port: int = 8080) -> JSON:
+    """What the operator makes for `user`'s Userland of a Template running `containers` (the
+    demo environment by default), made with the operator's own builders; `home`: the student's
+    volume's mount path (a PersistentVolumeClaim `<template>-<user>-data`). The Userland itself
+    is created first, so the children's owner reference names a real one (else the garbage
+    collector would remove them)."""
+    name = f"{template}-{user}"
+    try:
+        owner = await kube.get(USERLANDS, namespace, name)
+    except NotFound:
+        owner = await kube.create(USERLANDS, namespace, userland_body(user, template))
+    spec: JSON = {"routing": {"host": f"{template}.localhost"}, "port": port,
+                  "podSpec": {"containers": [dict(c) for c in containers or (DEMO,)]}}
+    if home is not None:
+        spec["storage"] = {"size": "1Gi", "mountPath": home}
+    model = Template.from_object({"metadata": {"name": template, "namespace": namespace, "uid": "t"},
+                                  "spec": spec})
+    userland = Userland.from_object(owner)
+    service = builders.desired_service(userland, model)
+    service["metadata"]["annotations"]["someone.else/note"] = "kept"
+    await kube.create(SERVICES, namespace, service)
+    deployment: JSON = await kube.create(DEPLOYMENTS, namespace, builders.desired_deployment(userland, model))
+    return deployment
 
 
 def http_server(name: str, port: int = 8080, bind: str = "0.0.0.0", probe: bool = True) -> JSON:
@@ -172,8 +152,7 @@ async def get(url: str) -> tuple[int, str]:
 
 
 async def test_demo_pod_lifecycle(kube: KubeClient, namespace: str, runner: LocalRunner) -> None:
-    await kube.create(SERVICES, namespace, service_body("alice", "demo"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("alice", "demo"))
+    await add_environment(kube, namespace, "alice", "demo")
 
     # The Pod gets an address of its own; the Service points at it; it is alice's demo page.
     url = await eventually(lambda: annotation(kube, namespace, "demo-alice-svc"), timeout=30)
@@ -242,8 +221,7 @@ async def test_containers_of_a_pod_share_its_address_and_two_pods_never_clash(
     }
     for student in ("alice", "bob"):
         own_backend = {**backend, "env": [{"name": "STUDENT", "value": student}]}
-        await kube.create(SERVICES, namespace, service_body(student, "db"))
-        await kube.create(DEPLOYMENTS, namespace, deployment_body(student, "db", front, own_backend))
+        await add_environment(kube, namespace, student, "db", front, own_backend)
     urls = {}
     for student in ("alice", "bob"):
         urls[student] = await eventually(
@@ -269,8 +247,7 @@ async def test_a_students_volume_outlives_the_pod_and_home_is_theirs(
         ],
         "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
     }
-    await kube.create(SERVICES, namespace, service_body("carol", "ide"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("carol", "ide", writer, claim="ide-carol-data"))
+    await add_environment(kube, namespace, "carol", "ide", writer, home="/home/student")
     url = await eventually(lambda: annotation(kube, namespace, "ide-carol-svc"), timeout=30)
     assert await get(url + "/runs") == (200, "1\n")
     _, home = await get(url + "/home.txt")
@@ -296,8 +273,7 @@ async def test_the_runners_environment_and_root_never_reach_a_student(
 ) -> None:
     os.environ["USERLAND_TEST_SECRET"] = "must-not-leak"
     try:
-        await kube.create(SERVICES, namespace, service_body("dave", "ide"))
-        await kube.create(DEPLOYMENTS, namespace, deployment_body("dave", "ide", http_server("ide")))
+        await add_environment(kube, namespace, "dave", "ide", http_server("ide"))
         await eventually(lambda: annotation(kube, namespace, "ide-dave-svc"), timeout=30)
         worker = runner.workers[
             (namespace, (await the_pod(kube, namespace, "ide-dave") or {})["metadata"]["name"])
@@ -332,8 +308,7 @@ async def test_a_bind_beyond_loopback_is_stopped_and_said(
             ),
         ],
     }
-    await kube.create(SERVICES, namespace, service_body("erin", "ide"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("erin", "ide", sneaky))
+    await add_environment(kube, namespace, "erin", "ide", sneaky)
 
     async def refused() -> JSON | None:
         pod = await the_pod(kube, namespace, "ide-erin")
@@ -357,8 +332,7 @@ async def test_a_bind_beyond_loopback_is_stopped_and_said(
 async def test_a_container_that_dies_is_restarted_and_counted(
     kube: KubeClient, namespace: str, runner: LocalRunner
 ) -> None:
-    await kube.create(SERVICES, namespace, service_body("frank", "ide"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("frank", "ide", http_server("ide")))
+    await add_environment(kube, namespace, "frank", "ide", http_server("ide"))
     url = await eventually(lambda: annotation(kube, namespace, "ide-frank-svc"), timeout=30)
     pod = await eventually(lambda: the_pod(kube, namespace, "ide-frank"))
     worker = runner.workers[(namespace, pod["metadata"]["name"])]
@@ -386,8 +360,7 @@ async def test_readiness_probes_decide_ready(kube: KubeClient, namespace: str, r
         "env": [{"name": "HOME", "value": "/home/student"}],
         "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 1},
     }
-    await kube.create(SERVICES, namespace, service_body("gina", "ide"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("gina", "ide", late, claim="ide-gina-data"))
+    await add_environment(kube, namespace, "gina", "ide", late, home="/home/student")
     pod = await eventually(lambda: the_pod(kube, namespace, "ide-gina"))
 
     async def running_not_ready() -> bool:
@@ -418,8 +391,7 @@ async def test_a_program_not_installed_is_said_in_the_pod_status_and_events(
     await kube.create(USERLANDS, namespace, {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
                                              "metadata": {"name": "vscode-hana"},
                                              "spec": {"user": "hana", "template": "vscode"}})
-    await kube.create(SERVICES, namespace, service_body("hana", "vscode"))
-    await kube.create(DEPLOYMENTS, namespace, deployment_body("hana", "vscode", missing))
+    await add_environment(kube, namespace, "hana", "vscode", missing)
 
     async def said() -> JSON | None:
         pod = await the_pod(kube, namespace, "vscode-hana")
@@ -455,8 +427,7 @@ async def test_a_demo_that_cannot_bind_is_retried_until_it_can(
         "args": ["--port", str(port), "--user", "ivy"],
     }
     try:
-        await kube.create(SERVICES, namespace, service_body("ivy", "demo", port))
-        await kube.create(DEPLOYMENTS, namespace, deployment_body("ivy", "demo", demo))
+        await add_environment(kube, namespace, "ivy", "demo", demo, port=port)
 
         async def backing_off() -> bool:
             state = container_state(await the_pod(kube, namespace, "demo-ivy") or {}, "ide")
