@@ -15,6 +15,8 @@ import ipaddress
 import os
 import signal
 import socket
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -440,3 +442,129 @@ async def test_a_demo_that_cannot_bind_is_retried_until_it_can(
     assert (await get(url + "/"))[0] == 200
     state = container_state(await the_pod(kube, namespace, "demo-ivy") or {}, "ide")
     assert state["ready"] and state["restartCount"] >= 1
+
+
+# --- every process of a container stops with it ----------------------------------------------
+
+FORKER = """
+import http.server, subprocess, sys
+marker = sys.argv[1]
+sleep = [sys.executable, "-c", "import time; time.sleep(1000)", marker]
+subprocess.Popen(sleep + ["worker"])  # in its group, as php -S forks its workers
+subprocess.Popen(sleep + ["grouped"], process_group=0)  # its session, a group of its own
+if sys.argv[2] == "escape":
+    subprocess.Popen(sleep + ["escapee"], start_new_session=True)  # `setsid` in a terminal
+http.server.HTTPServer(("0.0.0.0", 8080), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def forker(marker: str, escape: bool) -> JSON:
+    argv = [PY, "-c", FORKER, marker, "escape" if escape else "stay"]
+    return {"name": "ide", "image": "x", "command": argv,
+            "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1}}
+
+
+def marked(marker: str) -> dict[int, str]:
+    """Live processes whose command line carries `marker`: pid -> their role."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not alive(int(entry.name)):
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if marker in argv:
+                role = argv[argv.index(marker) + 1]  # the program's is "escape" or "stay"
+                found[int(entry.name)] = "program" if role in ("escape", "stay") else role
+    return found
+
+
+def roles(marker: str) -> set[str]:
+    return set(marked(marker).values())
+
+
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "session"])
+async def test_every_process_of_a_container_stops_on_restart_deletion_and_stop(
+        kube: KubeClient, namespace: str, tmp_path: Path, cgroups: bool) -> None:
+    """A program that forks a worker, one that leaves its process group and (where the
+    container has a cgroup) one that leaves its session: a restart, the Pod's deletion and the
+    runner's end each stop all of them, not only the program."""
+    os.chmod(tmp_path, 0o755)
+    local = LocalRunner(kube, [namespace], state_dir=tmp_path, user=environment_user(), backoff=0.2,
+                        max_backoff=1.0, use_cgroups=cgroups)
+    task = asyncio.create_task(local.run())
+    marker = f"marker-{uuid.uuid4().hex}"
+    everyone = {"program", "worker", "grouped", "escapee"} if cgroups else {"program", "worker", "grouped"}
+    try:
+        await asyncio.wait_for(local.wait_synced(), 30)
+        if cgroups:
+            assert local.confinement is not None and local.confinement.cgroups is not None, \
+                "this machine lets root make cgroups: the runner must use them"
+        await add_environment(kube, namespace, "kim", "ide", forker(marker, escape=cgroups))
+        await eventually(lambda: roles(marker) == everyone, timeout=30)
+
+        # A restart (the program died): everything of that run goes, the next run starts afresh.
+        first = marked(marker)
+        [program] = [pid for pid, role in first.items() if role == "program"]
+        os.kill(program, signal.SIGKILL)
+        await eventually(lambda: not set(first) & set(marked(marker)), timeout=30)
+        await eventually(lambda: roles(marker) == everyone, timeout=30)
+
+        # The Pod is deleted (a Deployment scaled down, a student removed): all of it goes.
+        second = marked(marker)
+        pod = await eventually(lambda: the_pod(kube, namespace, "ide-kim"))
+        await kube.delete(PODS, namespace, pod["metadata"]["name"])
+        await eventually(lambda: not set(second) & set(marked(marker)), timeout=30)
+        await eventually(lambda: roles(marker) == everyone, timeout=30)  # its replacement's
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    # The runner stopped (Ctrl-C): nothing of any run is left, and nothing is in the ledger.
+    assert marked(marker) == {}
+    assert list((tmp_path / "processes").glob("*.json")) == []
+
+
+RUNNER = """
+import asyncio, sys
+from pathlib import Path
+from userland.local.runner import LocalRunner
+from userland.local.users import environment_user
+from userland.platform.kube import KubeClient
+
+async def main():
+    kube = await KubeClient.connect(sys.argv[1])
+    runner = LocalRunner(kube, [sys.argv[2]], state_dir=Path(sys.argv[3]), user=environment_user())
+    await runner.run()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+async def test_a_runner_that_dies_leaves_nothing_running(
+        kube: KubeClient, namespace: str, tmp_path: Path, control_plane: Any, signum: int) -> None:
+    """The runner killed outright (or by a closed terminal) cannot stop its containers: its
+    reaper does, at once."""
+    os.chmod(tmp_path, 0o755)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RUNNER, str(control_plane.kubeconfig), namespace, str(tmp_path),
+        stdout=asyncio.subprocess.DEVNULL, stderr=open(tmp_path / "runner.log", "wb"),  # noqa: SIM115, ASYNC230
+        start_new_session=True)
+    marker = f"marker-{uuid.uuid4().hex}"
+    try:
+        await add_environment(kube, namespace, "lee", "ide", forker(marker, escape=True))
+        await eventually(lambda: roles(marker) == {"program", "worker", "grouped", "escapee"}, timeout=60)
+        process.send_signal(signum)
+        await process.wait()
+        await eventually(lambda: marked(marker) == {}, timeout=30)
+        # The reaper forgets each container once all of it is gone.
+        await eventually(lambda: list((tmp_path / "processes").glob("*.json")) == [], timeout=10)
+        reaper_log = (tmp_path / "logs" / "reaper.log").read_text()
+        assert "stopped them" in reaper_log, reaper_log
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        for pid in marked(marker):  # never leave our own test's processes behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
