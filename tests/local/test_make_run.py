@@ -9,6 +9,7 @@ stops the command with SIGINT and checks that nothing it started is left running
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -16,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import free_port
+from tests.support import eventually, free_port
 from tests.support.make_run import (
     HTML,
     STARTUP_TIMEOUT,
     browser,
     descendants,
     dev_login,
+    environment_processes,
     mentioning,
     read_until_ready,
     still_running,
@@ -127,3 +129,59 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
     assert process.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
     assert still_running(started) == [], "left running after Ctrl-C"
     assert mentioning(str(state_dir)) == []
+    assert environment_processes(state_dir) == {}
+
+
+def _apps_bin() -> Path:
+    folder = Path(os.environ.get("USERLAND_APPS_BIN") or "/nonexistent")
+    if not (folder / "userland-phpmyadmin").exists() or not (folder / "userland-mariadb").exists():
+        pytest.skip(f"the real apps are not installed in {folder} (USERLAND_APPS_BIN): run `make local-apps`")
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+async def test_make_run_with_the_real_apps_leaves_nothing_running(tmp_path: Path, signum: int) -> None:
+    """MariaDB and phpMyAdmin (whose `php -S` forks four workers) for two students, then
+    Ctrl-C, or the command killed outright (SIGKILL: no cleanup of its own can run): every
+    process of every environment is gone, none still bound to a Pod's address."""
+    apps = _apps_bin()
+    port = free_port()
+    state_dir = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("USERLAND_GITHUB")}
+    env["USERLAND_APPS_BIN"] = str(apps)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
+        "--state-dir", str(state_dir), "--students", "alice,bob",
+        stdout=asyncio.subprocess.PIPE, stderr=open(tmp_path / "stderr", "wb"),  # noqa: SIM115, ASYNC230
+        env=env, start_new_session=True,
+    )
+    lines: list[str] = []
+    try:
+        await asyncio.wait_for(read_until_ready(process, lines), STARTUP_TIMEOUT)
+        # Both students' phpMyAdmins serve, each a `php -S` with its workers.
+
+        def php_servers() -> dict[int, str]:
+            running = environment_processes(state_dir)
+            servers = {pid: cmd for pid, cmd in running.items() if cmd.startswith("php -S ")}
+            return servers if len(servers) >= 2 * 5 else {}
+
+        servers = await eventually(php_servers, timeout=120, interval=0.5)
+        assert len({cmd.split()[2] for cmd in servers.values()}) == 2  # two Pods' addresses
+        started = descendants(process.pid)  # the control plane, the services, every environment
+        assert set(servers) <= set(started)
+        process.send_signal(signum)
+        await asyncio.wait_for(process.wait(), 60)
+        if signum == signal.SIGINT:
+            assert process.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
+        # Killed outright, its reaper stops the environments a moment later.
+        await eventually(lambda: environment_processes(state_dir) == {}, timeout=30, interval=0.2)
+        await eventually(lambda: still_running(started) == [], timeout=30, interval=0.2)
+        assert mentioning(str(state_dir)) == []
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        for pid in environment_processes(state_dir):  # never leave them to other tests
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

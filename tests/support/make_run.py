@@ -5,6 +5,7 @@ processes it leaves (none may be left once it has stopped)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import socket
@@ -119,3 +120,27 @@ async def sign_in(http: aiohttp.ClientSession, port: int, login: str, url: str) 
     assert state
     return await http.post(f"http://localhost:{port}/auth/dev-login",
                            data={"state": state.group(1), "login": login}, headers=HTML)
+
+
+def environment_processes(state_dir: Path) -> dict[int, str]:
+    """Live processes of students' environments of the `userland local` using `state_dir`:
+    those whose command line, working folder or environment names the state folder or the
+    folder the environments live in (`<state>/environments` may link to /var/lib/userland-local/,
+    where the environments' account can reach it): pid -> command line."""
+    roots = {str(state_dir.resolve())}
+    with contextlib.suppress(OSError):
+        roots.add(str((state_dir / "environments").resolve()))
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or (fields := _stat(int(entry.name))) is None or fields[0] == "Z":
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            seen = [cmdline]
+            with contextlib.suppress(OSError):
+                seen.append(os.readlink(entry / "cwd"))
+            with contextlib.suppress(OSError):
+                seen.append((entry / "environ").read_bytes().decode(errors="replace"))
+            if any(root in text for root in roots for text in seen):
+                found[int(entry.name)] = cmdline
+    return found
