@@ -20,6 +20,7 @@ from typing import Any
 
 from userland.platform.events import event_body
 from userland.platform.kube import EVENTS, KubeClient, KubeError
+from userland.platform.objects import rfc3339
 
 log = logging.getLogger(__name__)
 COMPONENT = "userland-operator"
@@ -47,8 +48,8 @@ class EventRecorder:
             self._queue.get_nowait()
             self._queue.task_done()
             self.dropped += 1
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        body = event_body(involved, event_type, reason, message, component=COMPONENT, now=now, host=self.host)
+        body = event_body(involved, event_type, reason, message, component=COMPONENT, now=rfc3339(),
+                          host=self.host)
         self._queue.put_nowait((time.monotonic(), body))
 
     async def _send_forever(self) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from userland.platform.objects import condition, meta
+
 JSON = dict[str, Any]
 STEPS = ("Scheduled", "ImagePulled", "ContainerStarted", "Ready")
 # Waiting reasons a container does not leave by itself: the image cannot be had, the program
@@ -27,8 +29,7 @@ MESSAGE_LIMIT = 500  # characters of a Pod's own message kept (thousands of Pods
 
 
 def _condition(pod: JSON, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return condition(pod.get("status"), kind).get("status") == "True"
 
 
 def pod_ready(pod: JSON | None) -> bool:
@@ -37,7 +38,7 @@ def pod_ready(pod: JSON | None) -> bool:
 
 def pod_progress(pod: JSON | None) -> list[str]:
     """The steps `pod` has reached, in order; a step counts only once those before it have."""
-    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if pod is None or meta(pod).get("deletionTimestamp"):
         return []
     status = pod.get("status") or {}
     containers = status.get("containerStatuses") or []
@@ -59,15 +60,14 @@ def pod_progress(pod: JSON | None) -> list[str]:
 
 def newest_pod(pods: list[JSON]) -> JSON | None:
     """The Pod a student will reach: the newest that is not going away."""
-    alive = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    return max(alive, default=None,
-               key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    alive = [p for p in pods if not meta(p).get("deletionTimestamp")]
+    return max(alive, default=None, key=lambda p: str(meta(p).get("creationTimestamp") or ""))
 
 
 def final_reason(pod: JSON | None) -> tuple[str, str] | None:
     """(reason, the Pod's own message) of the first container (init containers first) that
     waits for a reason it will not leave by itself; None when there is none."""
-    if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if pod is None or meta(pod).get("deletionTimestamp"):
         return None
     status = pod.get("status") or {}
     for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:

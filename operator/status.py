@@ -40,7 +40,7 @@ from userland.operator.progress import FINAL_REASONS, final_reason, pod_ready
 from userland.operator.sleep import Verdict
 from userland.platform import naming
 from userland.platform.models import Condition, Template, Userland, parse_time
-from userland.platform.objects import meta
+from userland.platform.objects import condition, meta
 
 # How long a Pod may take to become ready before its environment is said to have failed:
 # generous enough for a large image's first pull on a busy node (5-10 minutes are reported).
@@ -62,10 +62,10 @@ class Problem:
 def stamped_condition(old_conditions: list[JSON], new: Condition, now: str) -> JSON:
     """`new` as a dict, its lastTransitionTime kept from the old condition of its type when
     the status value did not change."""
-    previous = next((c for c in old_conditions if c.get("type") == new.type), None)
-    keep_time = previous is not None and previous.get("status") == new.status
+    previous = condition({"conditions": old_conditions}, new.type)
+    keep_time = bool(previous) and previous.get("status") == new.status
     stamped = new.to_dict()
-    stamped["lastTransitionTime"] = (previous or {}).get("lastTransitionTime") if keep_time else now
+    stamped["lastTransitionTime"] = previous.get("lastTransitionTime") if keep_time else now
     return stamped
 
 
@@ -231,8 +231,7 @@ def _duration_words(seconds: int) -> str:
 
 
 def template_status(template_obj: JSON, userland_count: int, problem: Problem | None, *, now: str) -> JSON:
-    metadata = template_obj.get("metadata") or {}
-    generation = int(metadata.get("generation") or 0)
+    generation = int(meta(template_obj).get("generation") or 0)
     old = template_obj.get("status") or {}
     if problem is None:
         ready = Condition("Ready", "True", "Valid", "the Template applies cleanly", "", generation)
