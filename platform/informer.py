@@ -205,7 +205,7 @@ class Informer:
         known = self._versions.get(key, self._tombstones.get(key))
         if incoming is not None and known is not None and incoming < known:
             self.stale_puts += 1
-            log.debug("kept the newer cached copy", extra={
+            log.info("kept the newer cached copy", extra={
                 "kind": self.resource.kind, "object": "/".join(key), "written": incoming, "cached": known})
             return False
         self._set(key, obj)
