@@ -90,8 +90,8 @@ async def one_round(plane: ControlPlane, students: int, namespace: str, guarded:
     async def add(i: int) -> None:
         async with sem:
             await kube.create(USERLANDS, namespace, {
-                "apiVersion": naming.API_VERSION, "kind": "Userland", "metadata": {"name": f"vscode-s{i:04d}"},
-                "spec": {"user": f"s{i:04d}", "template": "vscode"}})
+                "apiVersion": naming.API_VERSION, "kind": "Userland",
+                "metadata": {"name": f"vscode-s{i:04d}"}, "spec": {"user": f"s{i:04d}", "template": "vscode"}})
 
     await asyncio.gather(*(add(i) for i in range(students)))
     clock = ManualClock(datetime.now(UTC))
@@ -117,7 +117,8 @@ async def one_round(plane: ControlPlane, students: int, namespace: str, guarded:
         await until(lambda: replicas(1), "every environment awake")
         wake_seconds = time.monotonic() - woke
         await asyncio.sleep(10)  # a probe, not a test: let the last watch events arrive
-        served = {d["metadata"]["name"]: version_number(d) for d in (await kube.list(DEPLOYMENTS, namespace))["items"]}
+        listing = (await kube.list(DEPLOYMENTS, namespace))["items"]
+        served = {d["metadata"]["name"]: version_number(d) for d in listing}
         behind = sorted(name for name, version in served.items()
                         if (version_number(deployments.get(namespace, name)) or 0) < (version or 0))
         return {"guarded": guarded, "students": students, "wake_seconds": round(wake_seconds, 1),
@@ -152,7 +153,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--unguarded", action="store_true", help="put() as it was before the fix")
