@@ -89,9 +89,10 @@ async def one_round(plane: ControlPlane, students: int, namespace: str, guarded:
 
     async def add(i: int) -> None:
         async with sem:
+            login = f"s{i:04d}"
             await kube.create(USERLANDS, namespace, {
-                "apiVersion": naming.API_VERSION, "kind": "Userland",
-                "metadata": {"name": f"vscode-s{i:04d}"}, "spec": {"user": f"s{i:04d}", "template": "vscode"}})
+                "apiVersion": naming.API_VERSION, "kind": "Userland", "metadata": {"name": f"vscode-{login}"},
+                "spec": {"user": login, "template": "vscode"}})
 
     await asyncio.gather(*(add(i) for i in range(students)))
     clock = ManualClock(datetime.now(UTC))
