@@ -117,6 +117,13 @@ def kubeconfig_problem(kubeconfig: str | None) -> str | None:
     return None
 
 
+def _kubeconfig_ok(args: argparse.Namespace) -> bool:
+    if (problem := kubeconfig_problem(args.kubeconfig)) is None:
+        return True
+    print(f"userland {args.command}: {problem}", file=sys.stderr)
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args.log_level)
@@ -127,9 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as err:
         print(f"userland: {err}", file=sys.stderr)
         return 2
-    if (problem := kubeconfig_problem(args.kubeconfig)) is not None:
-        print(f"userland {args.command}: {problem}", file=sys.stderr)
-        return 2
+    # What is wrong with the command line and the settings is said first; the kubeconfig is
+    # read last, just before the service starts (reading it may run an exec plugin).
     if args.command == "operator":
         from userland.operator.main import run_operator
 
@@ -139,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"userland operator: {err}", file=sys.stderr)
             return 2
         args.start_timeout = args.start_timeout if args.start_timeout > 0 else None
+        if not _kubeconfig_ok(args):
+            return 2
         return asyncio.run(run_operator(settings, args))
     if args.command == "gateway":
         from userland.proxy.server import ServerOptions, parse_listen, run_gateway
@@ -152,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         refusal = dev_login_refusal(settings, host)
         if refusal is not None:
             print(f"userland: refusing to start: {refusal}", file=sys.stderr)
+            return 2
+        if not _kubeconfig_ok(args):
             return 2
         if settings.dev_login:
             log.warning("development login is ON: anyone who can reach this loopback address can "
@@ -169,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             host, port = parse_listen(args.listen)
         except (SettingsError, ValueError) as err:
             print(f"userland: {err}", file=sys.stderr)
+            return 2
+        if not _kubeconfig_ok(args):
             return 2
         return run_web(settings, WebOptions(host=host, port=port, kubeconfig=args.kubeconfig))
     return 2
