@@ -238,6 +238,12 @@ class Confinement:
                 cgroup = None
         return Placement(self, name, cgroup)
 
+    def close(self) -> None:
+        """Every container has stopped: the runner's own cgroup folder goes too."""
+        if self.cgroups is not None:
+            with contextlib.suppress(OSError):
+                self.cgroups.rmdir()
+
     def sweep(self) -> int:
         """Stop whatever the ledger still names (a runner that ended without stopping its
         containers); the number of containers that had processes left."""
@@ -268,6 +274,15 @@ class Placement:
         self.cgroup = cgroup
         self.tree: Tree | None = None
         self._entry = confinement.ledger / f"{uuid.uuid4().hex}.json"
+        if cgroup is not None:
+            # In the ledger before anything runs in it: a runner that ends while the program is
+            # starting leaves nothing the reaper does not know of.
+            self._record(Tree(0, 0, cgroup, name))
+
+    def _record(self, tree: Tree) -> None:
+        tmp = self._entry.with_suffix(".tmp")
+        tmp.write_text(tree.to_json())
+        tmp.replace(self._entry)
 
     def preexec(self, become: Callable[[], None] | None, then: Callable[[], None]) -> Callable[[], None]:
         """What the child runs before its program: join the cgroup (still as root), become the
@@ -292,17 +307,18 @@ class Placement:
     def started(self, pid: int) -> Tree:
         info = proc_info(pid)
         self.tree = Tree(pid, info.start if info is not None else 0, self.cgroup, self.name)
-        tmp = self._entry.with_suffix(".tmp")
-        tmp.write_text(self.tree.to_json())
-        tmp.replace(self._entry)
+        self._record(self.tree)
         return self.tree
 
     def members(self) -> list[int]:
         return self.tree.members() if self.tree is not None else []
 
     def abandon(self) -> None:
-        """The program did not start: nothing to stop, the cgroup goes."""
-        Tree(0, 0, self.cgroup, self.name).remove_cgroup()
+        """The start failed or was cancelled half way: whatever got into the cgroup goes, and
+        the cgroup (a process started in a session alone is stopped by PR_SET_PDEATHSIG)."""
+        if self.cgroup is not None:
+            Tree(0, 0, self.cgroup, self.name).kill_all()
+        self._entry.unlink(missing_ok=True)
 
     async def stop(self, process: asyncio.subprocess.Process, grace: float = STOP_GRACE) -> None:
         """SIGTERM to every process of the run, SIGKILL to what is left after `grace` seconds,

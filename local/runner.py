@@ -255,6 +255,7 @@ class LocalRunner:
                 await asyncio.gather(*(w.stop() for w in self.workers.values()))
                 self.workers.clear()
                 await reaper.stop()
+                self.confinement.close()
 
     async def reconcile(self, http: aiohttp.ClientSession) -> bool:
         """Bring processes, pod status and annotations level with the watched state.
