@@ -233,6 +233,7 @@ class Confinement:
         if self.cgroups is not None:
             cgroup = self.cgroups / uuid.uuid4().hex[:16]
             try:
+                self.cgroups.mkdir(exist_ok=True)  # a sweep may have removed it, empty
                 cgroup.mkdir()
             except OSError:
                 cgroup = None
@@ -262,6 +263,9 @@ class Confinement:
             else:
                 tree.remove_cgroup()
             entry.unlink(missing_ok=True)
+            if tree.cgroup is not None:  # the runner's own folder, once its last container is gone
+                with contextlib.suppress(OSError):
+                    tree.cgroup.parent.rmdir()
         return found
 
 
