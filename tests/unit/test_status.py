@@ -220,6 +220,7 @@ def _case(suspended: bool, problem: Problem | None, asleep: bool, waking: bool, 
 def test_every_combination_follows_the_precedence(states: tuple[Any, ...]) -> None:
     status = _case(*states)
     holding = [entry for entry, on in zip(PRECEDENCE, states, strict=True) if on]
+    expected: tuple[Any, Any]
     if not holding:
         expected = ("Starting", "Starting")
     elif holding[0][0] == "problem":
