@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from userland.operator.status import DEFAULT_START_TIMEOUT
 from userland.platform.kubeconfig import KubeConfigError, cluster_access
@@ -117,6 +117,17 @@ def kubeconfig_problem(kubeconfig: str | None) -> str | None:
     return None
 
 
+def _serving(args: argparse.Namespace, serve: Callable[[], int]) -> int:
+    """Run a server; an address it cannot listen on (in use, not this machine's) is one line."""
+    try:
+        return serve()
+    except OSError as err:
+        log.debug("could not serve", exc_info=True)
+        print(f"userland {args.command}: cannot serve on {args.listen}: {err.strerror or err}",
+              file=sys.stderr)
+        return 2
+
+
 def _kubeconfig_ok(args: argparse.Namespace) -> bool:
     if (problem := kubeconfig_problem(args.kubeconfig)) is None:
         return True
@@ -167,9 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.warning("development login is ON: anyone who can reach this loopback address can "
                         "sign in as any name; never use it outside a local setup",
                         extra={"event": "dev_login.enabled", "listen": f"{host}:{port}"})
-        return run_gateway(settings, ServerOptions(
+        return _serving(args, lambda: run_gateway(settings, ServerOptions(
             host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
-            grace=max(0.0, args.grace), log_level=args.log_level))
+            grace=max(0.0, args.grace), log_level=args.log_level)))
     if args.command == "web":
         from userland.proxy.server import parse_listen
         from userland.web.server import WebOptions, run_web
@@ -182,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if not _kubeconfig_ok(args):
             return 2
-        return run_web(settings, WebOptions(host=host, port=port, kubeconfig=args.kubeconfig))
+        return _serving(args, lambda: run_web(settings, WebOptions(host=host, port=port,
+                                                                    kubeconfig=args.kubeconfig)))
     return 2
 
 

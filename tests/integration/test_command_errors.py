@@ -110,3 +110,9 @@ def test_the_operator_on_an_address_in_use(control_plane: Any, home: Path, taken
     result = run("operator", "--kubeconfig", str(control_plane.kubeconfig), "--no-leader-election",
                  "--listen", f"127.0.0.1:{taken_port}", home=home)
     one_clear_line(result, f"cannot serve /healthz and /metrics on 127.0.0.1:{taken_port}", "in use")
+
+
+def test_the_web_ui_on_an_address_in_use(control_plane: Any, home: Path, taken_port: int) -> None:
+    result = run("web", "--kubeconfig", str(control_plane.kubeconfig), "--listen", f"127.0.0.1:{taken_port}",
+                 home=home)
+    one_clear_line(result, f"userland web: cannot serve on 127.0.0.1:{taken_port}", "in use")
