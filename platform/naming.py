@@ -44,6 +44,8 @@ FINALIZER_PVC = "userland.dev/delete-storage"
 # userland.dev/wake-all=$(date -u +%FT%TZ)`): every environment of it counts as used at that time.
 ANNOTATION_LAST_ACTIVITY = "userland.dev/last-activity"
 ANNOTATION_WAKE_ALL = "userland.dev/wake-all"
+ANNOTATION_STARTED_AT = "userland.dev/started-at"
+ANNOTATION_STARTED_BY = "userland.dev/started-by"
 
 _SUFFIX_SERVICE = "-svc"
 _SUFFIX_DATA = "-data"
