@@ -58,8 +58,9 @@ class AuditEntry:
     role: str
     action: str
     course: str
-    targets: tuple[str, ...]
+    targets: tuple[str, ...]   # the environments it changed: "bob (VS Code)"
     result: str
+    filter: str = ""           # a course-wide run's search and Status filter, in words
 
 
 def stream_key(course: str) -> str:
@@ -82,6 +83,7 @@ def entry_fields(entry: AuditEntry) -> dict[str, str]:
         "course": entry.course,
         "targets": json.dumps(_stored_targets(entry.targets), separators=(",", ":")),
         "result": entry.result,
+        "filter": entry.filter,
     }
 
 
@@ -95,7 +97,7 @@ def entry_from_fields(fields: dict[Any, Any]) -> AuditEntry | None:
             time=float(text["time"]), actor=text.get("actor", ""), role=text.get("role", ""),
             action=text.get("action", ""), course=text.get("course", ""),
             targets=tuple(str(t) for t in targets) if isinstance(targets, list) else (),
-            result=text.get("result", ""),
+            result=text.get("result", ""), filter=text.get("filter", ""),
         )
     except (KeyError, ValueError):
         return None
@@ -112,7 +114,8 @@ class AuditLog:
         """XADD to the course's stream and the global one (one round trip). Logs first."""
         log.info("audit", extra={"actor": entry.actor, "role": entry.role, "action": entry.action,
                                  "course": entry.course, "targets": list(entry.targets[:20]),
-                                 "target_count": len(entry.targets), "result": entry.result})
+                                 "target_count": len(entry.targets), "result": entry.result,
+                                 "filter": entry.filter})
         fields: Any = entry_fields(entry)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.xadd(stream_key(entry.course), fields, maxlen=self.course_maxlen, approximate=True)
