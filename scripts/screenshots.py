@@ -127,8 +127,10 @@ async def demo_course(kube: KubeClient) -> None:
             elif i in (3, 11, 23) and tmpl == "vscode":
                 await status(kube, COURSE, name, "Starting", "Starting", "0 of 1 replicas available",
                              rng.randint(20, 400), url)
+            elif i in (2, 13, 21, 26) and tmpl == "vscode":
+                await status(kube, COURSE, name, "Idle", "Asleep", "asleep after 2h without use", 9000, url)
             elif i in (5, 16) and tmpl == "mariadb":
-                await status(kube, COURSE, name, "Failed", "ProgressDeadlineExceeded",
+                await status(kube, COURSE, name, "Failed", "ImagePullBackOff",
                              'Back-off pulling image "mariadb:11.4"', 900, url)
                 obj = await kube.get(USERLANDS, COURSE, name)
                 await kube.create(EVENTS, COURSE, {
@@ -169,6 +171,11 @@ async def drive(url: str, out: Path) -> None:
             await shoot(teacher, out, "dashboard", full=False)
             await teacher.goto(f"{url}/courses/{COURSE}?phase=failed")
             await shoot(teacher, out, "dashboard-failed", full=False)
+            await teacher.goto(f"{url}/courses/{COURSE}?phase=asleep")
+            await shoot(teacher, out, "dashboard-asleep", full=False)
+            await teacher.goto(f"{url}/courses/{COURSE}")
+            await teacher.click("section.course-wide button[value=start]")
+            await shoot(teacher, out, "confirm-start-all")
             await teacher.goto(f"{url}/courses/{COURSE}/add")
             await shoot(teacher, out, "add-students")
             await teacher.set_input_files("#file", {"name": "roster.csv", "mimeType": "text/csv",
@@ -199,6 +206,10 @@ async def drive(url: str, out: Path) -> None:
                                                      device_scale_factor=2)).new_page()
             await sign_in(phone, url, "teacher", f"/courses/{COURSE}")
             await shoot(phone, out, "dashboard-phone", full=False)
+            await phone.goto(f"{url}/courses/{COURSE}?phase=asleep")
+            await shoot(phone, out, "dashboard-asleep-phone")
+            await phone.click("section.course-wide button[value=start]")
+            await shoot(phone, out, "confirm-start-phone")
         finally:
             await browser.close()
 

@@ -261,15 +261,18 @@ async def _confirm(request: web.Request, chosen: selection.Selection, context: d
     course: Course = context["course"]
     templates = await _templates(ctx, course.namespace)
     action = context["action"]
-    groups = (selection.start_groups(chosen.targets) if action == "start"
-              else selection.storage_groups(chosen.targets, templates, action))
+    titled = tuple(replace(t, title=t.title or dashboard.template_title(templates.get(t.template),
+                                                                           t.template))
+                   for t in chosen.targets)
+    groups = (selection.start_groups(titled) if action == "start"
+              else selection.storage_groups(titled, templates, action))
     suspended = sum(1 for t in chosen.targets if t.phase == "Suspended")
     students = len({t.login for t in chosen.targets})
     return ctx.page(request, "confirm.html", nav_courses=True, status=status,
                     title=f"{context['verb']}? · {course.title}", groups=groups, missing=chosen.missing,
                     skipped=chosen.skipped, count=len(chosen.targets), students=students,
                     suspended=suspended, error=error, target_names=[t.name for t in chosen.targets],
-                    **context)
+                    start_summary=selection.start_summary(groups) if action == "start" else "", **context)
 
 
 async def _run(ctx: WebContext, action: selection.CourseAction, namespace: str, names: list[str],

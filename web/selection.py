@@ -124,6 +124,7 @@ class Target:
     display_name: str = ""
     section: str = ""
     reason: str = ""    # the row's words, for "cannot start" on a confirmation
+    title: str = ""     # the Template's display name, as the dashboard shows it
 
 
 def target_of(obj: JSON) -> Target:
@@ -179,7 +180,8 @@ def from_rows(rows: Iterable[StudentRow]) -> Selection:
     for row in rows:
         for env in row.environments:
             target = Target(name=env.name, login=row.login, template=env.template, phase=env.phase,
-                            display_name=row.name, section=row.section, reason=env.reason)
+                            display_name=row.name, section=row.section, reason=env.reason,
+                            title=env.template_title)
             (skipped if env.phase == "Removing" else targets).append(target)
     order = lambda t: (t.login, t.template, t.name)  # noqa: E731
     return Selection(targets=tuple(sorted(targets, key=order)), skipped=tuple(sorted(skipped, key=order)))
@@ -203,6 +205,7 @@ class Group:
     title: str
     sentence: str
     targets: tuple[Target, ...]
+    nothing_to_do: bool = False  # listed folded: the action changes nothing for them
 
 
 def storage_groups(targets: Sequence[Target], templates: Mapping[str, JSON],
@@ -227,7 +230,7 @@ START_GROUPS: tuple[tuple[str, str, str], ...] = (
     ("suspended", "Suspended by the course staff",
      "They stay suspended unless you tick the box below."),
     ("running", "Already running or starting", "Nothing to do."),
-    ("cannot", "Cannot start now", "Nothing to do until what their row says is fixed."),
+    ("cannot", "Cannot start now", "Nothing to do until what their row on the course page says is fixed."),
 )
 
 
@@ -240,5 +243,22 @@ def start_groups(targets: Sequence[Target]) -> list[Group]:
     by_key: dict[str, list[Target]] = {}
     for target in targets:
         by_key.setdefault(start_group_of(target.phase), []).append(target)
-    return [Group(key=key, title=title, sentence=sentence, targets=tuple(by_key[key]))
+    return [Group(key=key, title=title, sentence=sentence, targets=tuple(by_key[key]),
+                  nothing_to_do=key in ("running", "cannot"))
             for key, title, sentence in START_GROUPS if by_key.get(key)]
+
+
+def start_summary(groups: Sequence[Group]) -> str:
+    """"Starting now wakes 4 asleep environments; 50 are already running ..." (the page's lead)."""
+    count = {g.key: len(g.targets) for g in groups}
+    plural = lambda n, one, many: f"{n} {one if n == 1 else many}"  # noqa: E731
+    asleep = plural(count.get("wake", 0), "asleep environment", "asleep environments")
+    parts = [f"Starting now wakes {asleep}"]
+    if count.get("suspended"):
+        parts.append(f"{plural(count['suspended'], 'suspended one stays', 'suspended ones stay')} suspended "
+                     "unless you tick the box below")
+    if count.get("running"):
+        parts.append(f"{plural(count['running'], 'is', 'are')} already running or starting")
+    if count.get("cannot"):
+        parts.append(f"{plural(count['cannot'], 'cannot', 'cannot')} start now")
+    return "; ".join(parts) + "."

@@ -85,6 +85,11 @@ async def test_suspend_all_under_asleep_suspends_only_the_asleep(kube: KubeClien
     suspended = {name for name, (spec, _) in after.items() if spec.get("suspended")}
     assert suspended == {naming.userland_name("demo", "alice"), naming.userland_name("vscode", "bob"),
                          naming.userland_name("gone", "frank")}
+    # The audit log says which environment, and the filter the course-wide run ran with.
+    _, audit = await mixed_class.get(f"/courses/{namespace}/audit")
+    entry = audit[audit.index('data-action="suspend_all"'):]
+    entry = entry[:entry.index("</tr>")]
+    assert "Filter: status Asleep" in entry and "alice (Demo)" in entry and "bob" not in entry
 
 
 async def test_under_ready_only_ready_environments_show(namespace: str, mixed_class: Browserless) -> None:
