@@ -14,7 +14,7 @@ from aiohttp import web
 
 from userland.platform import naming
 from userland.platform.kube import NAMESPACES, NotFound
-from userland.web.context import identity_of, web_context
+from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
 from userland.web.courses import COURSE_LABEL, Action, Course, CourseRole, course_role, may
 
 
@@ -24,7 +24,7 @@ class CourseDirectory(Protocol):
     def course(self, namespace: str) -> Course | None: ...
 
 
-DIRECTORY = "userland.course_directory"  # WebContext.extras key for a CourseDirectory
+DIRECTORY = COURSE_DIRECTORY  # WebContext.extras key for a CourseDirectory
 
 
 _RAISABLE: dict[int, type[web.HTTPException]] = {

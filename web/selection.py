@@ -251,7 +251,10 @@ def start_groups(targets: Sequence[Target]) -> list[Group]:
 def start_summary(groups: Sequence[Group]) -> str:
     """"Starting now wakes 4 asleep environments; 50 are already running ..." (the page's lead)."""
     count = {g.key: len(g.targets) for g in groups}
-    plural = lambda n, one, many: f"{n} {one if n == 1 else many}"  # noqa: E731
+
+    def plural(n: int, one: str, many: str) -> str:
+        return f"{n} {one if n == 1 else many}"
+
     asleep = plural(count.get("wake", 0), "asleep environment", "asleep environments")
     parts = [f"Starting now wakes {asleep}"]
     if count.get("suspended"):

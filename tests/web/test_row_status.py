@@ -35,14 +35,15 @@ assert EXPECTED[(False, False, "Idle")] == "Idle"
 
 # The Ready condition reasons the operator writes (the contract with the operator: a Failed
 # environment carries the Pod's final reason, or StartTimeout) and a few others.
-FINAL_REASONS = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull", "CrashLoopBackOff",
-                 "CreateContainerConfigError", "CreateContainerError", "ProgramNotInstalled", "StartTimeout")
-REASONS = ("", "Available", "Starting", "Waking", "Asleep", "Suspended", "TemplateNotFound", "InvalidTemplate",
-           "RouteConflict", "ProgressDeadlineExceeded", *FINAL_REASONS, "SomethingNew")
+FINAL_REASONS = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
+                 "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError",
+                 "ProgramNotInstalled", "StartTimeout")
+REASONS = ("", "Available", "Starting", "Waking", "Asleep", "Suspended", "TemplateNotFound",
+           "InvalidTemplate", "RouteConflict", "ProgressDeadlineExceeded", *FINAL_REASONS, "SomethingNew")
 POD_PROBLEMS: tuple[tuple[dict[str, Any], ...], ...] = (
     (),
-    ({"metadata": {"name": "p"}, "status": {"waiting": [{"reason": "ProgramNotInstalled",
-                                                          "message": "code-server is not installed here"}]}},),
+    ({"metadata": {"name": "p"}, "status": {"waiting": [
+        {"reason": "ProgramNotInstalled", "message": "code-server is not installed here"}]}},),
 )
 
 
@@ -53,8 +54,9 @@ def userland(deleting: bool, suspended: bool, phase: str | None, reason: str) ->
         meta["deletionTimestamp"] = "2027-01-15T07:59:00Z"
     status: dict[str, Any] = {}
     if phase is not None:
-        status = {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if phase == "Ready" else "False",
-                                                  "reason": reason, "message": "the operator's words",
+        ready = "True" if phase == "Ready" else "False"
+        status = {"phase": phase, "conditions": [{"type": "Ready", "status": ready, "reason": reason,
+                                                  "message": "the operator's words",
                                                   "lastTransitionTime": "2027-01-15T07:58:00Z"}]}
     return slim.userland({"metadata": meta, "spec": {"user": "alice", "template": "vscode",
                                                       "suspended": suspended}, "status": status})

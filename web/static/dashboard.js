@@ -72,7 +72,7 @@
 
   // "Select all": every environment listed on this page (hidden without JavaScript).
   var selectAll = document.getElementById("select-all");
-  function boxes() { return table.querySelectorAll("input[name=names]"); }
+  function boxes() { return table.querySelectorAll("input[type=checkbox][name=names]"); }
   function syncSelectAll() {
     if (!selectAll) { return; }
     var all = boxes(), ticked = 0;
