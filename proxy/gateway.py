@@ -78,6 +78,12 @@ def wants_html(request: web.Request) -> bool:
     return request.method in ("GET", "HEAD") and "text/html" in request.headers.get("Accept", "")
 
 
+def is_background(request: web.Request) -> bool:
+    """A page's own request from a browser tab (fetch/XHR, not a navigation or a WebSocket):
+    browsers mark those with Sec-Fetch-Mode (cors, same-origin, no-cors)."""
+    return request.headers.get("Sec-Fetch-Mode", "") in ("cors", "same-origin", "no-cors")
+
+
 # A Service routes to its Pod a moment after the Pod is Ready (kube-proxy rewrites its rules
 # once the Endpoints change; a busy node takes seconds). A refused connection that soon after
 # Ready is an environment still starting, so the student gets the starting page (which reloads
@@ -257,6 +263,8 @@ class Gateway:
                 if wants_html(request) and not is_websocket_upgrade(request):
                     return web.Response(status=302, headers={"Location": self.handoff_url(request),
                                                              "Cache-Control": "no-store"})
+                if is_background(request):
+                    return self.pages.signed_out_background()
                 return web.Response(status=401, text="login required\n",
                                     headers={"Cache-Control": "no-store"})
             return self.not_logged_in(request)

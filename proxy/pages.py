@@ -22,6 +22,10 @@ from aiohttp import web
 from userland.platform import look, storage_words
 
 RETRY_SECONDS = 5
+# Said by the apps' own error dialogs (JupyterLab's "File Save Error ..."): a student who signs in
+# again in another tab finds this one working again, with nothing lost.
+SIGNED_OUT_MESSAGE = ("You are signed out of Userland. To keep working here, open this address in a new tab "
+                      "and sign in: this tab then saves and runs again, with nothing lost.")
 
 
 CONTENT_SECURITY_POLICY = (
@@ -175,6 +179,18 @@ class Pages:
         return self.error(503, "Sign-in is unavailable for a moment",
                           "Signing in cannot be checked right now. Try again in a moment.",
                           retry=True)
+
+    def signed_out_background(self) -> web.Response:
+        """What a tab left open after sign-out gets for its own requests on a student's origin.
+
+        503 with Retry-After, not 401: apps treat 401 as final. JupyterLab declared the kernel
+        dead ("Kernel died unexpectedly") when its kernel check got a 401, while a 503 makes it
+        keep the kernel and try again (a reload signs the student in and finds it running). The
+        JSON `message` is what JupyterLab (and other Jupyter clients) show in their error dialogs,
+        so saving says why it failed and what to do."""
+        return web.json_response(
+            {"message": SIGNED_OUT_MESSAGE, "reason": "signed_out"}, status=503,
+            headers={"Cache-Control": "no-store", "Retry-After": "10", "X-Userland-Signed-Out": "1"})
 
     def not_found(self) -> web.Response:
         return self.error(404, "Not found", "Nothing is served at this address.")

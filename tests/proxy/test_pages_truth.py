@@ -15,7 +15,7 @@ from tests.jargon import visible_text
 from userland.local.controlplane import free_port
 from userland.platform import look, naming, storage_words
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
-from userland.proxy.pages import CONTENT_SECURITY_POLICY, Pages
+from userland.proxy.pages import CONTENT_SECURITY_POLICY, SIGNED_OUT_MESSAGE, Pages
 
 from .conftest import IDE_HOST, PUBLIC_HOST, GatewayFactory, Origins, eventually, origin_cookie, routes_of
 
@@ -87,3 +87,24 @@ def test_gateway_pages_wear_the_web_uis_look_allowed_by_their_csp() -> None:
     assert look.CSS in body and 'class="topbar"' in body and 'class="card narrow"' in body
     assert look.style_hash(look.GATEWAY_STYLE) in CONTENT_SECURITY_POLICY
     assert 'href="http://userland.test/me"' in body  # the way back to one's environments
+
+
+async def test_a_tab_left_open_after_sign_out_is_told_so_in_words_its_app_shows(
+        kube: KubeClient, namespace: str, gateway_factory: GatewayFactory) -> None:
+    """A background request (fetch/XHR: Sec-Fetch-Mode cors or same-origin) without a session on a
+    student's origin: 503 + Retry-After and a JSON `message` (JupyterLab shows it, and keeps its
+    kernel instead of "Kernel died unexpectedly" on a 401); a navigation still goes to the
+    handoff, anything else (scripts, curl) still gets 401."""
+    await kube.create(TEMPLATES, namespace, template_body(None))
+    gw = await gateway_factory()
+    await eventually(lambda: IDE_HOST in routes_of(gw).routes.hosts)
+    for mode in ("cors", "same-origin"):
+        resp = await gw.get("/api/kernels/abc", headers={"Host": ALICE, "Sec-Fetch-Mode": mode,
+                                                          "Accept": "application/json"})
+        assert (resp.status, resp.headers["Retry-After"]) == (503, "10")
+        assert (await resp.json())["message"] == SIGNED_OUT_MESSAGE
+    plain = await gw.get("/api/kernels/abc", headers={"Host": ALICE})
+    assert plain.status == 401
+    page = await gw.get("/lab", headers={"Host": ALICE, "Sec-Fetch-Mode": "navigate", **HTML},
+                        allow_redirects=False)
+    assert page.status == 302 and "/auth/handoff?" in page.headers["Location"]
