@@ -43,8 +43,8 @@ def address(url: str) -> str:
 def address_breaks(url: str) -> markupsafe.Markup:
     """`address` with a line-break opportunity after each dot (long hosts wrap at their parts,
     not mid-word)."""
-    parts = [markupsafe.escape(part) for part in address(url).split(".")]
-    return markupsafe.Markup(".<wbr>").join(parts)
+    # Escaped once; an escaped text has no dots but the address's own.
+    return markupsafe.Markup(str(markupsafe.escape(address(url))).replace(".", ".<wbr>"))
 
 
 def page(env: jinja2.Environment, name: str, *, status: int = 200, who: Identity | None = None,

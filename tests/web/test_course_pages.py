@@ -184,7 +184,7 @@ async def test_staff_see_a_students_address_as_a_link(client: Client, courses: t
     await set_phase(kube, cs, "ide-alice", "Ready", url="http://alice.ide.localhost:8000/")
     body = await eventually_page(client, f"/courses/{cs}", headers("teacher"), "alice.ide.localhost:8000")
     assert 'href="http://alice.ide.localhost:8000/" rel="noopener noreferrer" target="_blank"' in body
-    assert "only alice can use it" in body
+    assert "only they can use it" in body
     mine = await eventually_page(client, "/me", headers("alice"), 'href="http://alice.ide.localhost:8000/"')
     assert "Open ide" in mine
 
