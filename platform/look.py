@@ -68,7 +68,8 @@ input[type=text], input[type=search], input[type=file], select, textarea {
 _GATEWAY_EXTRA = """\
 .card > h1:first-child { margin-top: 0; }
 .actions { display: flex; flex-wrap: wrap; gap: .6rem; align-items: center; margin-top: 1rem; }
-form.stacked button { margin-top: .8rem; }
+.card form button { margin-top: .8rem; }
+.card form input[type=text] + button { display: block; }
 .spinner { display: inline-block; width: 1rem; height: 1rem; border: 3px solid #ccd3de;
            border-top-color: var(--accent); border-radius: 50%; animation: spin 1s linear infinite;
            vertical-align: middle; margin-right: .5rem; }
