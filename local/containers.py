@@ -25,7 +25,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from userland.local import demo_env
+from userland.local import demo_env, mountns
 from userland.local.controlplane import die_with_parent
 from userland.local.podplan import ContainerPlan, Probe
 from userland.local.probes import run_probe
@@ -146,7 +146,8 @@ class Container:
     async def _spawn(self) -> asyncio.subprocess.Process:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         output = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        argv = list(self.plan.argv)
+        # Its own mount table when it has volumes to mount at their paths (mountns.py).
+        argv, where = mountns.command(self.plan, self.user)
         try:
             return await asyncio.create_subprocess_exec(
                 *argv,
@@ -154,10 +155,9 @@ class Container:
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
                 env=self.env,
-                cwd=self.plan.workdir,
                 preexec_fn=die_with_parent,
                 start_new_session=True,
-                **self.user.popen_kwargs(),
+                **where,
             )
         finally:
             os.close(output)
@@ -257,7 +257,8 @@ class Container:
 
     async def _probe(self, probe: Probe) -> tuple[bool, str]:
         return await run_probe(
-            probe, address=self.address, http=self.http, env=self.env, cwd=self.plan.workdir, user=self.user
+            probe, address=self.address, http=self.http, env=self.env,
+            cwd=self.plan.host_workdir or self.plan.workdir, user=self.user
         )
 
     async def _readiness(self) -> None:
