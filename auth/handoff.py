@@ -70,9 +70,11 @@ async def handoff(request: web.Request) -> web.StreamResponse:
     login = session.login.lower()
     own = auth.own_origin(login, template_host)
     if owner is not None and owner != login:
-        return pages.render("message.html", status=403, title="Not your environment",
-                            message=f"This address belongs to another student's environment; you are "
-                                    f"signed in as {login}. Yours is at {own}/.",
+        # Staff meet this page too, from a student's address on the class dashboard.
+        return pages.render("message.html", status=403, title=f"This is {owner}'s environment",
+                            message=f"Only {owner} can open it; you are signed in as {login}. A teacher "
+                                    f"can give {owner} this address. If you are a student, yours is at "
+                                    f"{own}/.",
                             link_url=own + "/", link_text="Open your own environment")
     try:
         code = await auth.origin_sessions.issue_code(cookie_id, own, next_path)

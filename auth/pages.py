@@ -5,6 +5,8 @@ from __future__ import annotations
 import jinja2
 from aiohttp import web
 
+from userland.platform import look
+
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("userland.auth", "templates"),
     autoescape=True,
@@ -14,7 +16,8 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 
 def render(template: str, *, status: int = 200, **context: object) -> web.Response:
-    body = _ENV.get_template(template).render(**context)
+    # The look every Userland page shares (platform/look.py); the gateway's CSP allows exactly it.
+    body = _ENV.get_template(template).render(style=look.GATEWAY_STYLE, **context)
     return web.Response(status=status, text=body, content_type="text/html", headers=NO_STORE)
 
 

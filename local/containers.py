@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from userland.local import demo_env
+from userland.local import demo_env, mountns
 from userland.local.controlplane import die_with_parent
 from userland.local.podplan import ContainerPlan, Probe
 from userland.local.probes import run_probe
@@ -121,9 +121,11 @@ class Container:
     async def _spawn(self) -> asyncio.subprocess.Process:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         output = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        argv = list(self.plan.argv)
+        # Its own mount table when it has volumes to mount at their paths (mountns.py); the
+        # launcher drops to the user itself, else the child does after joining its cgroup.
+        argv, cwd, switches_itself = mountns.command(self.plan, self.user)
         placement = self.confinement.place(self.name)
-        become = self.user.become if self.user.switches else None
+        become = self.user.become if self.user.switches and not switches_itself else None
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -131,7 +133,7 @@ class Container:
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
                 env=self.env,
-                cwd=self.plan.workdir,
+                cwd=cwd,
                 preexec_fn=placement.preexec(become, die_with_parent),
                 start_new_session=True,
             )
@@ -247,7 +249,8 @@ class Container:
 
     async def _probe(self, probe: Probe) -> tuple[bool, str]:
         return await run_probe(
-            probe, address=self.address, http=self.http, env=self.env, cwd=self.plan.workdir, user=self.user
+            probe, address=self.address, http=self.http, env=self.env,
+            cwd=self.plan.host_workdir or self.plan.workdir, user=self.user
         )
 
     async def _readiness(self) -> None:

@@ -15,7 +15,10 @@ kubelet would supply is supplied the nearest way a process on a shared machine c
 - **Volumes.** A `persistentVolumeClaim` volume is a folder per claim under the state dir
   (kept across restarts and re-adds, as the claim is); an `emptyDir` a folder per Pod. A
   container's `mountPath` is rewritten to that folder wherever it appears in command, args,
-  env values and workingDir. Other volume kinds are refused with a clear reason.
+  env values and workingDir, except, when the runner can give containers a mount table of
+  their own (`own_home_paths`, mountns.py), for mount paths under /home: those are mounted at
+  their own path (`binds`), so the student sees `/home/coder` as in a cluster. Other volume
+  kinds are refused with a clear reason.
 - **Environment.** The container's `env` in order with `$(VAR)` expansion (expansion.py),
   `fieldRef`s the kubelet fills (Pod name, namespace, address); `HOME` is the student's volume
   when the Pod has one (the image's HOME is unknown here), `PATH` the machine's with the apps,
@@ -60,6 +63,9 @@ LOCAL_APPS = frozenset(
 )
 # The demo Template's program: the runner's built-in demo environment.
 DEMO_PROGRAM = "userland-demo-ide"
+# Volumes mounted under this folder keep their own path in a container's own mount table
+# (mountns.py), which has a fresh, empty one of these.
+OWN_PATH_ROOT = "/home"
 
 
 class Unrunnable(Exception):
@@ -104,6 +110,11 @@ class ContainerPlan:
     readiness: Probe | None = None
     liveness: Probe | None = None
     ports: tuple[int, ...] = ()
+    # (local folder, path in the container): mounted at their own path in a mount table of the
+    # container's own (mountns.py); empty when every path was rewritten to its local folder.
+    binds: tuple[tuple[str, str], ...] = ()
+    # The working folder as this machine sees it (exec probes run outside the container).
+    host_workdir: str = ""
 
     @property
     def program(self) -> str:
@@ -339,15 +350,32 @@ def plan_container(
     folders: Mapping[str, str],
     base_env: Mapping[str, str],
     which: Which,
+    own_home_paths: bool = False,
 ) -> ContainerPlan:
     name = str(container.get("name") or "")
     image = str(container.get("image") or "")
     mounts = _mounts(container, folders)
+    # Mounted at their own path (mountns.py) when the container gets a mount table of its own,
+    # unless this machine keeps what the container needs under that folder (it would be hidden).
+    own = [m for m in mounts if own_home_paths and m[0].startswith(OWN_PATH_ROOT + "/")]
+    if any(p.startswith(OWN_PATH_ROOT + "/") for p in base_env.get("PATH", "").split(":")):
+        own = []
+    rewritten = [m for m in mounts if m not in own]
 
     def localize(text: str) -> str:
+        return localize_address(localize_paths(text, rewritten), address)
+
+    def localize_host(text: str) -> str:
         return localize_address(localize_paths(text, mounts), address)
 
-    own = expand_env(_env_pairs(container, pod, address))
+    def inside(folder: str) -> str:
+        """A local folder as the container sees it (its mount path when mounted there)."""
+        for path, local in own:
+            if folder == local or folder.startswith(local + "/"):
+                return path + folder[len(local):]
+        return folder
+
+    own_env = expand_env(_env_pairs(container, pod, address))
     command = _strings(container.get("command"), "command", name)
     args = _strings(container.get("args"), "args", name)
     if not command:
@@ -358,14 +386,22 @@ def plan_container(
             name,
         )
     # $(VAR) sees the container's own env only, as in a cluster (not the image's or ours).
-    argv = [localize(expand(a, own)) for a in (*command, *args)]
-    argv[0] = resolve_program(argv[0], name, image, which)
-    ceiling = ":".join(sorted({str(PurePosixPath(folder).parent) for folder in (home, *folders.values())}))
-    env = {**base_env, "HOME": home, "GIT_CEILING_DIRECTORIES": ceiling,
-           **{k: localize(v) for k, v in own.items()}}
+    argv = [localize(expand(a, own_env)) for a in (*command, *args)]
+    # Found on this machine, where a program in a volume is at its local folder.
+    argv[0] = resolve_program(localize_host(expand(command[0], own_env)), name, image, which)
+    if own and (argv[0].startswith(OWN_PATH_ROOT + "/") or inside(argv[0]) != argv[0]):
+        # Its program lives where the container's own /home would hide it: rewrite instead.
+        return plan_container(container, pod, address=address, home=home, folders=folders,
+                              base_env=base_env, which=which)
+    ceiling = ":".join(sorted({str(PurePosixPath(inside(folder)).parent)
+                               for folder in (home, *folders.values())}))
+    env = {**base_env, "HOME": inside(home), "GIT_CEILING_DIRECTORIES": ceiling,
+           **{k: localize(v) for k, v in own_env.items()}}
     workdir = localize(str(container.get("workingDir") or "")) or env["HOME"]
-    readiness = _probe(container.get("readinessProbe"), container, localize)
-    liveness = _probe(container.get("livenessProbe"), container, localize)
+    host_workdir = localize_host(str(container.get("workingDir") or "")) or home
+    # Probes run on this machine, outside the container's mount table: its paths.
+    readiness = _probe(container.get("readinessProbe"), container, localize_host)
+    liveness = _probe(container.get("livenessProbe"), container, localize_host)
     ports = tuple(
         int(p["containerPort"])
         for p in container.get("ports") or []
@@ -380,13 +416,17 @@ def plan_container(
         readiness=readiness,
         liveness=liveness,
         ports=ports,
+        binds=tuple((local, path) for path, local in sorted(own)),
+        host_workdir=host_workdir,
     )
 
 
 def plan_pod(
-    pod: JSON, *, address: str, claims_root: str, scratch_root: str, base_env: Mapping[str, str], which: Which
+    pod: JSON, *, address: str, claims_root: str, scratch_root: str, base_env: Mapping[str, str],
+    which: Which, own_home_paths: bool = False,
 ) -> PodPlan:
-    """The plan for `pod` at `address`; raises Unrunnable."""
+    """The plan for `pod` at `address`; raises Unrunnable. `own_home_paths`: its containers get
+    mount tables of their own (mountns.py), so volumes under /home keep their paths."""
     folders = volume_folders(pod, claims_root, scratch_root)
     claim_folders = [f for f in folders.values() if f.startswith(claims_root + "/")]
     # The student's volume is their HOME (the image's HOME is unknown here), else the Pod's own.
@@ -396,7 +436,8 @@ def plan_pod(
     def plans(key: str) -> tuple[ContainerPlan, ...]:
         return tuple(
             plan_container(
-                c, pod, address=address, home=home, folders=folders, base_env=base_env, which=which
+                c, pod, address=address, home=home, folders=folders, base_env=base_env, which=which,
+                own_home_paths=own_home_paths,
             )
             for c in spec.get(key) or []
             if isinstance(c, dict)

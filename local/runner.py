@@ -39,6 +39,7 @@ from pathlib import Path
 
 import aiohttp
 
+from userland.local import mountns
 from userland.local.podplan import PodPlan, Unrunnable, plan_pod
 from userland.local.pods import PodWorker
 from userland.local.podstatus import keep_transition_times, same_status
@@ -305,6 +306,7 @@ class LocalRunner:
                 scratch_root=str(scratch),
                 base_env=base,
                 which=functools.partial(shutil.which, path=base["PATH"]),
+                own_home_paths=mountns.available(),
             )
         except Unrunnable as problem:
             plan = problem

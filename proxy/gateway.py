@@ -36,6 +36,7 @@ from userland.platform import identity, naming
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.sessions import SessionStoreUnavailable
 from userland.platform.settings import Settings
+from userland.platform.storage_words import Storage
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
 from userland.proxy.headers import upstream_request_header_list
@@ -77,6 +78,12 @@ def wants_html(request: web.Request) -> bool:
     return request.method in ("GET", "HEAD") and "text/html" in request.headers.get("Accept", "")
 
 
+def is_background(request: web.Request) -> bool:
+    """A page's own request from a browser tab (fetch/XHR, not a navigation or a WebSocket):
+    browsers mark those with Sec-Fetch-Mode (cors, same-origin, no-cors)."""
+    return request.headers.get("Sec-Fetch-Mode", "") in ("cors", "same-origin", "no-cors")
+
+
 # A Service routes to its Pod a moment after the Pod is Ready (kube-proxy rewrites its rules
 # once the Endpoints change; a busy node takes seconds). A refused connection that soon after
 # Ready is an environment still starting, so the student gets the starting page (which reloads
@@ -101,7 +108,7 @@ class Gateway:
         # Every platform cookie is stripped from what goes upstream and from what comes back.
         self.session_cookie = PLATFORM_COOKIES
         self.metrics = metrics
-        self.pages = Pages()
+        self.pages = Pages(settings.public_url)
         public = urlsplit(settings.public_url)
         self.public_host = request_host(public.netloc)
         # The scheme clients use, as the deployment publishes it (TLS usually ends before us).
@@ -191,9 +198,11 @@ class Gateway:
                       user: identity.Identity | None,
                       on_client_data: Callable[[bytes | str], None] | None = None,
                       on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None,
+                      failed: Callable[[str], web.StreamResponse] | None = None,
                       ) -> web.StreamResponse:
         """Send `request` to `base_url` as `user`; `on_refused` answers instead of the 502 page
-        when the upstream refuses the connection."""
+        when the upstream refuses the connection, `failed(kind)` instead of the environment's
+        502/504 pages (the platform host's own)."""
         request[FORWARDED] = True
         websocket = is_websocket_upgrade(request)
         headers = upstream_request_header_list(
@@ -224,6 +233,8 @@ class Gateway:
                 return err.response
             if err.kind == "refused" and on_refused is not None:
                 return await on_refused()
+            if failed is not None:
+                return failed(err.kind)
             return self.pages.gateway_timeout() if err.kind == "timeout" else self.pages.bad_gateway()
         finally:
             if owner is not None:
@@ -252,6 +263,8 @@ class Gateway:
                 if wants_html(request) and not is_websocket_upgrade(request):
                     return web.Response(status=302, headers={"Location": self.handoff_url(request),
                                                              "Cache-Control": "no-store"})
+                if is_background(request):
+                    return self.pages.signed_out_background()
                 return web.Response(status=401, text="login required\n",
                                     headers={"Cache-Control": "no-store"})
             return self.not_logged_in(request)
@@ -262,7 +275,7 @@ class Gateway:
             here = request_origin(self.proto, request.host)
             if login != owner or (origin is not None and origin != here):
                 assert route.host is not None
-                return self.pages.not_yours(login, self.own_origin(login, route.host) + "/")
+                return self.pages.not_yours(login, self.own_origin(login, route.host) + "/", owner)
         name = route.display_name or route.template
         userland = self.routes.userland(route.namespace, route.template, login)
         if userland is None:
@@ -275,14 +288,15 @@ class Gateway:
             return self.pages.forbidden(name, login, f"{self.settings.public_url}/auth/logout")
         websocket = is_websocket_upgrade(request)
         if userland.suspended:
-            return self.pages.suspended(name, login)
+            return self.pages.suspended(name, login, route.storage)
         if not userland.ready:
             return await self._not_running(request, route, userland, name, login, websocket=websocket)
         base = self.environment_url(route, login)
         if base is None:
             # Ready, but its address is not here yet (the watch of its Service lags a moment):
             # still starting, as far as the student can tell.
-            return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False)
+            return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
+                                         storage=route.storage)
         key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
         on_data: Callable[[bytes | str], None] | None = None
         if idle is None:
@@ -299,7 +313,7 @@ class Gateway:
         if userland.ready_since is not None and time.time() - userland.ready_since < JUST_READY_SECONDS:
             async def on_refused() -> web.StreamResponse:
                 return await self._wait_page(request, userland, name, login, websocket=websocket,
-                                             asleep=False)
+                                             asleep=False, storage=route.storage)
         return await self.forward(request, base, identity.for_audience(login, identity.AUDIENCE_ENV),
                                   on_data, on_refused)
 
@@ -311,7 +325,7 @@ class Gateway:
         asleep = userland.phase == "Idle"
         if not websocket:
             if userland.phase not in ("Idle", "Starting", "Pending"):
-                return self.pages.for_phase(userland.phase, name, login)
+                return self.pages.for_phase(userland.phase, name, login, route.storage)
             if counts_as_use(request.method, request.path, route.activity):
                 if asleep:
                     await self.activity.wake(userland.namespace, userland.name)
@@ -319,10 +333,11 @@ class Gateway:
                     # Waiting for it (the waking page's reloads) is using it: a student in a long
                     # wake line must not fall asleep again before their turn.
                     self.activity.touch(userland.namespace, userland.name, route.idle_timeout_seconds)
-        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=asleep)
+        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=asleep,
+                                     storage=route.storage)
 
     async def _wait_page(self, request: web.Request, userland: UserlandState, name: str, login: str, *,
-                         websocket: bool, asleep: bool) -> web.StreamResponse:
+                         websocket: bool, asleep: bool, storage: Storage = "unknown") -> web.StreamResponse:
         """What a request to an environment that is not answering yet gets: a WebSocket is
         closed at once (4503), a page navigation the waking page (200), anything else a 503."""
         if websocket:
@@ -333,7 +348,7 @@ class Gateway:
             state = "asleep" if asleep else "starting"
             return self.pages.error(503, f"{name} is {state}", advice, retry=True)
         return self.pages.waking(name, login, steps=userland.progress,
-                                 waking=asleep or userland.reason == "Waking")
+                                 waking=asleep or userland.reason == "Waking", storage=storage)
 
     def environment_url(self, route: TemplateRoute, login: str) -> str | None:
         """Where `login`'s environment of `route` answers, from the watched Service (None: not
@@ -374,7 +389,15 @@ class Gateway:
             return self.pages.unavailable()
         user = None if session is None else identity.for_audience(
             session.login.lower(), identity.AUDIENCE_WEB, role=session.role, teams=session.teams)
-        return await self.forward(request, self.settings.web_url, user)
+
+        def failed(kind: str) -> web.StreamResponse:
+            # Whoever is signed in here (a teacher on a course page, too) reads about the site,
+            # not "your environment ... tell your instructor".
+            if session is None:
+                return self.pages.platform_unavailable(kind)
+            return self.pages.platform_unavailable(kind, session.login.lower(), session.role)
+
+        return await self.forward(request, self.settings.web_url, user, failed=failed)
 
     async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
         """Create the Userland; None when done (or already there), else an error page."""

@@ -8,36 +8,29 @@ complete response (status, Cache-Control: no-store), never a traceback.
 redirects), never on what an environment or the web UI answers (they set their own; IDEs need
 frames and scripts). The Content-Security-Policy allows no script at all and exactly the two
 stylesheets of the gateway's and the auth pages' base templates, by hash: no inline code can
-run even if something got injected; nothing may frame the pages (clickjacking).
+run even if something got injected; nothing may frame the pages (clickjacking). The style is the
+shared look of every Userland page (platform/look.py), so these pages look like the web UI.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import re
 from typing import Any
 
 import jinja2
 from aiohttp import web
 
+from userland.platform import look, storage_words
+
 RETRY_SECONDS = 5
-
-
-def _style_hashes() -> list[str]:
-    """CSP hashes of the `<style>` blocks of the gateway's and the auth pages' base templates."""
-    hashes = []
-    for package in ("userland.proxy", "userland.auth"):
-        loader = jinja2.PackageLoader(package, "templates")
-        source = loader.get_source(jinja2.Environment(), "base.html")[0]
-        for block in re.findall(r"<style>(.*?)</style>", source, re.DOTALL):
-            digest = base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()
-            hashes.append(f"'sha256-{digest}'")
-    return hashes
+# Said by the apps' own error dialogs (JupyterLab's "File Save Error ..."): a student who signs in
+# again in another tab finds this one working again, with nothing lost.
+SIGNED_OUT_MESSAGE = ("You are signed out of Userland. To keep working here, open this address in a new tab "
+                      "and sign in: this tab then saves and runs again, with nothing lost.")
 
 
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; style-src " + " ".join(_style_hashes()) + "; img-src 'self'; "
+    # The gateway's and the sign-in pages' one inline style (platform/look.py), by its hash.
+    f"default-src 'none'; style-src {look.style_hash(look.GATEWAY_STYLE)}; img-src 'self'; "
     "base-uri 'none'; frame-ancestors 'none'"
 )
 OWN_RESPONSE_HEADERS = {
@@ -57,7 +50,8 @@ WAKE_REFRESH_SECONDS = 2
 
 
 class Pages:
-    def __init__(self) -> None:
+    def __init__(self, public_url: str = "") -> None:
+        self.public_url = public_url  # the topbar's links go to the platform (its overview, /me)
         self._env = jinja2.Environment(
             loader=jinja2.PackageLoader("userland.proxy", "templates"),
             autoescape=True,
@@ -67,7 +61,8 @@ class Pages:
     def render(self, name: str, *, status: int, headers: dict[str, str] | None = None,
                **context: Any) -> web.Response:
         context.setdefault("refresh", None)
-        body = self._env.get_template(name).render(**context)
+        context.setdefault("user", "")
+        body = self._env.get_template(name).render(style=look.GATEWAY_STYLE, home=self.public_url, **context)
         response = web.Response(text=body, status=status, content_type="text/html")
         response.headers["Cache-Control"] = "no-store"
         for key, value in (headers or {}).items():
@@ -78,10 +73,11 @@ class Pages:
     # cluster terms and no message from the cluster (staff see those in the web UI and kubectl).
     # tests/proxy/test_student_pages.py renders each one and checks a list of jargon words.
 
-    def for_phase(self, phase: str, template_name: str, user: str) -> web.Response:
+    def for_phase(self, phase: str, template_name: str, user: str,
+                  storage: storage_words.Storage = "unknown") -> web.Response:
         """The page for an environment that is not ready, by its Userland's phase."""
         if phase == "Suspended":
-            return self.suspended(template_name, user)
+            return self.suspended(template_name, user, storage)
         if phase == "Failed":
             return self.cannot_start(template_name, user)
         return self.starting(template_name, user, waking=phase == "Idle")
@@ -91,7 +87,8 @@ class Pages:
         return self.render("starting.html", status=503, title=title, template_name=template_name,
                            user=user, refresh=RETRY_SECONDS, headers={"Retry-After": str(RETRY_SECONDS)})
 
-    def waking(self, template_name: str, user: str, *, steps: tuple[str, ...], waking: bool) -> web.Response:
+    def waking(self, template_name: str, user: str, *, steps: tuple[str, ...], waking: bool,
+               storage: storage_words.Storage = "unknown") -> web.Response:
         """Asleep, waking or starting: how far it has come, in words. 200, not 503: when a whole
         class arrives at once every student gets this page, and nothing has failed (docs/sleep.md).
         It reloads itself every couple of seconds and then shows the environment itself, at the
@@ -100,12 +97,17 @@ class Pages:
         rows = [(label, step in reached) for step, label in WAKE_STEPS]
         current = next((i for i, (_, done) in enumerate(rows) if not done), len(rows))
         title = f"{'Waking up' if waking else 'Starting'} your {template_name}"
+        # What happened to the files while it slept: the same source as the web UI's pages.
+        files = storage_words.for_student("asleep", storage) if waking else ""
         return self.render("waking.html", status=200, title=title, template_name=template_name,
-                           user=user, rows=rows, current=current, waking=waking, refresh=WAKE_REFRESH_SECONDS)
+                           user=user, rows=rows, current=current, waking=waking, files=files,
+                           refresh=WAKE_REFRESH_SECONDS)
 
-    def suspended(self, template_name: str, user: str) -> web.Response:
+    def suspended(self, template_name: str, user: str,
+                  storage: storage_words.Storage = "unknown") -> web.Response:
         return self.render("suspended.html", status=503, title=f"Your {template_name} is paused",
                            template_name=template_name, user=user, refresh=30,
+                           files=storage_words.for_student("suspended", storage),
                            headers={"Retry-After": "30"})
 
     def cannot_start(self, template_name: str, user: str) -> web.Response:
@@ -132,17 +134,25 @@ class Pages:
         return self.render("create.html", status=200, title=f"Create your {template_name}",
                            template_name=template_name, user=user, csrf=csrf, action=action)
 
-    def not_yours(self, user: str, own_url: str) -> web.Response:
-        return self.error(403, "Not your environment",
-                          f"This address belongs to another student's environment; you are signed in "
-                          f"as {user}.", link_url=own_url, link_text="Open your own environment")
+    def not_yours(self, user: str, own_url: str, owner: str = "") -> web.Response:
+        if owner == user:  # their own address, with a cookie made for another one of theirs
+            return self.error(403, "Signed in for another address",
+                              "This page was sent the sign-in of another of your addresses. Open your "
+                              "environment again to sign in here.", link_url=own_url,
+                              link_text="Open your own environment", user=user)
+        # Staff meet this page too, from a student's address on the class dashboard.
+        whose = f"{owner}'s" if owner else "another student's"
+        return self.error(403, f"This is {whose} environment",
+                          f"Only {owner or 'that student'} can open it; you are signed in as {user}. "
+                          f"A teacher can give {owner or 'them'} this address.",
+                          link_url=own_url, link_text="Open your own environment", user=user)
 
     def error(self, status: int, title: str, message: str, *, retry: bool = False,
-              link_url: str | None = None, link_text: str = "") -> web.Response:
+              link_url: str | None = None, link_text: str = "", user: str = "") -> web.Response:
         headers = {"Retry-After": str(RETRY_SECONDS)} if retry else None
         return self.render("error.html", status=status, title=title, message=message,
                            refresh=RETRY_SECONDS if retry else None, headers=headers,
-                           link_url=link_url, link_text=link_text)
+                           link_url=link_url, link_text=link_text, user=user)
 
     def bad_gateway(self) -> web.Response:
         return self.error(502, "Your environment is not answering",
@@ -152,10 +162,35 @@ class Pages:
         return self.error(504, "Your environment took too long to answer",
                           "Try again in a moment.", retry=True)
 
+    def platform_unavailable(self, kind: str, user: str = "", role: str = "") -> web.Response:
+        """The platform's own pages (the web UI) are not answering: said to whoever is signed in
+        (a teacher on a course page, a student on their list), not as "your environment"."""
+        status, slow = (504, True) if kind == "timeout" else (502, False)
+        title = "Userland's pages are taking too long" if slow else "Userland's pages are not answering"
+        message = ("The course and environment pages are not answering for a moment. Environments keep "
+                   "running: anything open in another tab is not affected.")
+        if role == "admin":
+            message += " As an admin: check the web UI (the userland-web Deployment) and its log."
+        else:
+            message += " If this lasts, tell whoever runs Userland for your school."
+        return self.error(status, title, message, retry=True, user=user)
+
     def unavailable(self) -> web.Response:
         return self.error(503, "Sign-in is unavailable for a moment",
                           "Signing in cannot be checked right now. Try again in a moment.",
                           retry=True)
+
+    def signed_out_background(self) -> web.Response:
+        """What a tab left open after sign-out gets for its own requests on a student's origin.
+
+        503 with Retry-After, not 401: apps treat 401 as final. JupyterLab declared the kernel
+        dead ("Kernel died unexpectedly") when its kernel check got a 401, while a 503 makes it
+        keep the kernel and try again (a reload signs the student in and finds it running). The
+        JSON `message` is what JupyterLab (and other Jupyter clients) show in their error dialogs,
+        so saving says why it failed and what to do."""
+        return web.json_response(
+            {"message": SIGNED_OUT_MESSAGE, "reason": "signed_out"}, status=503,
+            headers={"Cache-Control": "no-store", "Retry-After": "10", "X-Userland-Signed-Out": "1"})
 
     def not_found(self) -> web.Response:
         return self.error(404, "Not found", "Nothing is served at this address.")

@@ -26,6 +26,7 @@ from typing import Literal
 
 from userland.platform.models import Activity, Template
 from userland.platform.routes import Collision, RouteClaim, normalize_prefix, route_collisions
+from userland.platform.storage_words import Storage
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class TemplateRoute:
     # What is not use of an environment (proxy/activity.py), and its idleTimeout (None: never).
     activity: Activity = field(default_factory=Activity)
     idle_timeout_seconds: int | None = None
+    # What its environments keep (platform/storage_words.py): the waking and paused pages say it.
+    storage: Storage = "none"
 
     @property
     def key(self) -> str:
@@ -64,6 +67,8 @@ class TemplateRoute:
             created=created,
             activity=template.spec.activity,
             idle_timeout_seconds=template.spec.idle_timeout_seconds,
+            storage=("none" if template.spec.storage is None
+                     else "delete" if template.spec.storage.reclaim_policy == "Delete" else "retain"),
         )
 
 

@@ -127,8 +127,10 @@ async def demo_course(kube: KubeClient) -> None:
             elif i in (3, 11, 23) and tmpl == "vscode":
                 await status(kube, COURSE, name, "Starting", "Starting", "0 of 1 replicas available",
                              rng.randint(20, 400), url)
+            elif i in (0, 2, 13, 21, 26) and tmpl == "vscode":
+                await status(kube, COURSE, name, "Idle", "Asleep", "asleep after 2h without use", 9000, url)
             elif i in (5, 16) and tmpl == "mariadb":
-                await status(kube, COURSE, name, "Failed", "ProgressDeadlineExceeded",
+                await status(kube, COURSE, name, "Failed", "ImagePullBackOff",
                              'Back-off pulling image "mariadb:11.4"', 900, url)
                 obj = await kube.get(USERLANDS, COURSE, name)
                 await kube.create(EVENTS, COURSE, {
@@ -141,8 +143,11 @@ async def demo_course(kube: KubeClient) -> None:
                 await status(kube, COURSE, name, "Ready", "Available", "ready", 5000, url)
 
 
-async def sign_in(page: Page, url: str, login: str, path: str) -> None:
+async def sign_in(page: Page, url: str, login: str, path: str, shot: Path | None = None) -> None:
     await page.goto(f"{url}/auth/dev-login?next={quote(url + path, safe='')}")
+    if shot is not None:
+        await page.screenshot(path=str(shot))
+        print(f"  {shot}")
     await page.fill("#login", login)
     await page.click("button[type=submit]")
     await page.wait_for_load_state("networkidle")
@@ -169,6 +174,11 @@ async def drive(url: str, out: Path) -> None:
             await shoot(teacher, out, "dashboard", full=False)
             await teacher.goto(f"{url}/courses/{COURSE}?phase=failed")
             await shoot(teacher, out, "dashboard-failed", full=False)
+            await teacher.goto(f"{url}/courses/{COURSE}?phase=asleep")
+            await shoot(teacher, out, "dashboard-asleep", full=False)
+            await teacher.goto(f"{url}/courses/{COURSE}")
+            await teacher.click("section.course-wide button[value=start]")
+            await shoot(teacher, out, "confirm-start-all")
             await teacher.goto(f"{url}/courses/{COURSE}/add")
             await shoot(teacher, out, "add-students")
             await teacher.set_input_files("#file", {"name": "roster.csv", "mimeType": "text/csv",
@@ -182,12 +192,26 @@ async def drive(url: str, out: Path) -> None:
             await shoot(teacher, out, "confirm-remove-all")
             await teacher.goto(f"{url}/courses/{COURSE}")
             await teacher.locator('tr[data-name="vscode-alan-turing"] button[value=restart]').click()
+            # A course-wide run under a filter: the audit log records it.
+            await teacher.goto(f"{url}/courses/{COURSE}?phase=asleep")
+            await teacher.click("section.course-wide button[value=start]")
+            await teacher.click("button:has-text('Start now')")
             await teacher.goto(f"{url}/courses/{COURSE}/audit")
             await shoot(teacher, out, "audit")
+            await teacher.goto(f"{url}/no/such/page")
+            await shoot(teacher, out, "not-found", full=False)
+            # A student's address, followed from the dashboard by the teacher.
+            port = url.rsplit(":", 1)[1]
+            await teacher.goto(f"http://alan-turing.vscode.userland.localhost:{port}/")
+            await shoot(teacher, out, "not-your-environment", full=False)
 
             student = await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
-            await sign_in(student, url, "alice", "/me")
+            await sign_in(student, url, "alice", "/me", shot=out / "dev-login.png")
             await shoot(student, out, "my-environments")
+            # Her VS Code is asleep: opening it shows the waking page (nothing runs it here).
+            port = url.rsplit(":", 1)[1]
+            await student.goto(f"http://alice.vscode.userland.localhost:{port}/")
+            await shoot(student, out, "waking", full=False)
 
             admin = await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
             await sign_in(admin, url, "admin", "/admin")
@@ -199,6 +223,16 @@ async def drive(url: str, out: Path) -> None:
                                                      device_scale_factor=2)).new_page()
             await sign_in(phone, url, "teacher", f"/courses/{COURSE}")
             await shoot(phone, out, "dashboard-phone", full=False)
+            await phone.goto(f"{url}/courses/{COURSE}?phase=asleep")
+            await shoot(phone, out, "dashboard-asleep-phone")
+            await phone.click("section.course-wide button[value=start]")
+            await shoot(phone, out, "confirm-start-phone")
+            phone_student = await (await browser.new_context(viewport={"width": 390, "height": 844},
+                                                             device_scale_factor=2)).new_page()
+            await sign_in(phone_student, url, "alice", "/me")
+            await shoot(phone_student, out, "my-environments-phone")
+            await phone_student.goto(f"http://alice.vscode.userland.localhost:{port}/")
+            await shoot(phone_student, out, "waking-phone", full=False)
         finally:
             await browser.close()
 

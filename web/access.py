@@ -14,7 +14,7 @@ from aiohttp import web
 
 from userland.platform import naming
 from userland.platform.kube import NAMESPACES, NotFound
-from userland.web.context import identity_of, web_context
+from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
 from userland.web.courses import COURSE_LABEL, Action, Course, CourseRole, course_role, may
 
 
@@ -24,7 +24,7 @@ class CourseDirectory(Protocol):
     def course(self, namespace: str) -> Course | None: ...
 
 
-DIRECTORY = "userland.course_directory"  # WebContext.extras key for a CourseDirectory
+DIRECTORY = COURSE_DIRECTORY  # WebContext.extras key for a CourseDirectory
 
 
 _RAISABLE: dict[int, type[web.HTTPException]] = {
@@ -58,8 +58,10 @@ async def find_course(request: web.Request, namespace: str) -> Course | None:
     return Course.from_namespace(obj) if labels.get(COURSE_LABEL) == "true" else None
 
 
-async def require_course(request: web.Request, namespace: str, action: Action) -> tuple[Course, CourseRole]:
-    """The course and the caller's role in it, or raise a 404/403 page."""
+async def require_course(request: web.Request, namespace: str, action: Action,
+                         why: str = "do this") -> tuple[Course, CourseRole]:
+    """The course and the caller's role in it, or raise a 404/403 page (`why`: what the caller
+    tried, in words, for that page)."""
     ctx = web_context(request)
     who = identity_of(request)
     course = await find_course(request, namespace)
@@ -71,5 +73,5 @@ async def require_course(request: web.Request, namespace: str, action: Action) -
     if not may(role, action):
         raise Refused(ctx.error(request, 403, "Not allowed",
                                 f"As {'an' if role[0] in 'aeiou' else 'a'} {role} of {course.title} you "
-                                "cannot do this. Ask an instructor of the course."))
+                                f"cannot {why}. Ask an instructor of the course."))
     return course, role

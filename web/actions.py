@@ -38,20 +38,25 @@ from userland.platform.kube import (
     KubeError,
     NotFound,
 )
+from userland.web import row_status
 from userland.web.audit import record_event
 from userland.web.roster import RosterRow
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal["created", "exists", "invalid", "not_allowed", "removed", "missing",
-                  "restarted", "suspended", "resumed", "started", "unchanged", "error"]
+                  "restarted", "suspended", "resumed", "started", "unchanged", "left_suspended",
+                  "cannot_start", "error"]
+# Outcomes that changed the environment (the audit log lists those environments).
+CHANGED_OUTCOMES = frozenset({"created", "removed", "restarted", "suspended", "resumed", "started"})
 OK_OUTCOMES = frozenset({"created", "exists", "removed", "restarted", "suspended", "resumed", "started",
-                         "unchanged"})
+                         "unchanged", "left_suspended"})
 # How summarize() names each outcome, in the order it lists them.
 _PHRASES: dict[str, str] = {
     "created": "created", "exists": "already there", "removed": "removed", "restarted": "restarted",
     "suspended": "suspended", "resumed": "resumed", "started": "started", "unchanged": "unchanged",
-    "missing": "not found", "invalid": "invalid", "not_allowed": "not allowed", "error": "failed",
+    "left_suspended": "left suspended", "cannot_start": "cannot start", "missing": "not found",
+    "invalid": "invalid", "not_allowed": "not allowed", "error": "failed",
 }
 
 NAME_ANNOTATION = "userland.dev/name"
@@ -67,6 +72,7 @@ class RowResult:
     template: str
     outcome: Outcome
     detail: str = ""  # words for the teacher (API server message when an error)
+    name: str = ""    # the Userland's name (which environment), when known
 
     @property
     def ok(self) -> bool:
@@ -276,7 +282,7 @@ async def _each(kube: KubeClient, namespace: str, names: Sequence[str], action: 
             if done.wrote:
                 await record_event(kube, done.obj, reason=reason, message=message, actor=actor)
             login, template = _spec(done.obj)
-            return RowResult(login or name, template, done.outcome, done.detail)
+            return RowResult(login or name, template, done.outcome, done.detail, name=name)
 
         return job
 
@@ -342,27 +348,65 @@ async def set_suspended(kube: KubeClient, namespace: str, userland_names: Sequen
                        concurrency, step, reason, reason)
 
 
-async def start(kube: KubeClient, namespace: str, userland_names: Sequence[str], *, actor: str,
-                now: datetime | None = None, concurrency: int = 32) -> list[RowResult]:
-    """"Start before a lecture": resume the suspended ones and wake the sleeping ones
-    (`started`); running ones are `unchanged`.
+LEFT_SUSPENDED_ASSISTANT = "suspended by the course staff; an instructor can resume it"
+LEFT_SUSPENDED_CHOSEN = "suspended by the course staff; left so (resuming was not chosen)"
 
-    Waking writes `userland.dev/last-activity` (as a student's own visit does): the operator
-    then scales it up, within its wake rate, and it stays awake for the Template's idleTimeout.
+
+def start_decision(current: JSON, *, resume_suspended: bool, may_resume: bool) -> tuple[Outcome, str, bool]:
+    """What "start" does to one environment, from the shown phase of its fresh object (pure):
+    (outcome, words for the teacher, whether to write). Says what is true: "already running"
+    only for one that runs; one that cannot start says why, in the dashboard's words."""
+    phase = row_status.phase_of(current)
+    condition = ""
+    for cond in (current.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            condition = str(cond.get("reason") or "")
+    words = row_status.staff_reason(phase, condition, ())
+    if phase == "Removing":
+        return "unchanged", "it is being removed", False
+    if phase == "Suspended":
+        if resume_suspended and may_resume:
+            return "started", "it was suspended; resumed", True
+        return "left_suspended", LEFT_SUSPENDED_CHOSEN if may_resume else LEFT_SUSPENDED_ASSISTANT, False
+    if phase == "Idle":
+        return "started", "it was asleep", True
+    if phase == "Ready":
+        return "unchanged", "already running", False
+    if phase == "Starting":
+        generic = words in ("starting", "being resumed", "waking up")
+        return "unchanged", "already starting" if generic else f"already starting, but {words}", False
+    if phase == "Pending" and condition in ("", "Pending", "Starting"):
+        return "unchanged", words, False  # the operator has not got to it yet: nothing is wrong
+    return "cannot_start", f"it cannot start: {words}", False
+
+
+async def start(kube: KubeClient, namespace: str, userland_names: Sequence[str], *, actor: str,
+                resume_suspended: bool = False, may_resume: bool = False,
+                now: datetime | None = None, concurrency: int = 32) -> list[RowResult]:
+    """"Start before a lecture": wake the sleeping ones (`started`); resume the suspended ones
+    only when `resume_suspended` (the teacher ticked it) and the actor `may_resume` (an
+    instructor's decision), else `left_suspended`; report the rest as they are
+    (`start_decision`).
+
+    Waking writes `userland.dev/started-at` (now) and `userland.dev/started-by` (the staff
+    login), not `last-activity`: the operator wakes it (within its wake rate), keeps it awake for
+    the Template's idleTimeout from then, and names the staff member in its Event instead of
+    "its student opened it".
     """
     stamp = restart_stamp(now)
 
     async def step(name: str) -> _Done:
         current = await kube.get(USERLANDS, namespace, name)
-        suspended = (current.get("spec") or {}).get("suspended") is True
-        asleep = (current.get("status") or {}).get("phase") == "Idle"
-        if not suspended and not asleep:
-            return _Done("unchanged", current, wrote=False, detail="already running")
-        patch: dict[str, object] = {"metadata": {"annotations": {naming.ANNOTATION_LAST_ACTIVITY: stamp}}}
-        if suspended:
+        outcome, detail, write = start_decision(current, resume_suspended=resume_suspended,
+                                                may_resume=may_resume)
+        if not write:
+            return _Done(outcome, current, wrote=False, detail=detail)
+        patch: dict[str, object] = {"metadata": {"annotations": {naming.ANNOTATION_STARTED_AT: stamp,
+                                                                 naming.ANNOTATION_STARTED_BY: actor}}}
+        if (current.get("spec") or {}).get("suspended") is True:
             patch["spec"] = {"suspended": False}
         patched = await kube.merge_patch(USERLANDS, namespace, name, patch)
-        return _Done("started", patched, wrote=True, detail="" if suspended else "it was asleep")
+        return _Done(outcome, patched, wrote=True, detail=detail)
 
     return await _each(kube, namespace, userland_names, "start", actor, concurrency, step,
                        "Started", "Started")

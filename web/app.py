@@ -23,7 +23,7 @@ import redis.asyncio
 import redis.exceptions
 from aiohttp import web
 
-from userland.platform import identity
+from userland.platform import identity, look
 from userland.platform.kube import KubeClient, KubeError
 from userland.platform.settings import Settings
 from userland.web import render, security
@@ -52,12 +52,30 @@ _PUBLIC_PATHS = ("/healthz",)
 
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    response = await _page_for_errors(request, handler)
+    if not response.prepared:  # the pages made here never passed security_headers (inside)
+        for name, value in security.SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+    return response
+
+
+async def _page_for_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     ctx = web_context(request)
     try:
         return await handler(request)
     except web.HTTPRequestEntityTooLarge:
         return ctx.error(request, 413, "That upload is too large",
                          "Rosters are limited to 1 MiB. Split the file and upload the parts one by one.")
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+        if exc.content_type == "text/html":
+            raise  # one of our own pages (web/access.py Refused)
+        # The router's bare "404: Not Found": a page with the navigation instead.
+        if exc.status == 405:
+            return ctx.error(request, 405, "That cannot be done here",
+                             "This address does not take that kind of request. Go back and use the page's "
+                             "buttons and links.")
+        return ctx.error(request, 404, "There is no page here",
+                         "Check the address, or go on from the navigation above.")
     except web.HTTPException:
         raise
     except KubeError as err:
@@ -171,6 +189,12 @@ async def index(request: web.Request) -> web.StreamResponse:
     raise web.HTTPFound("/courses" if staff else "/me")
 
 
+async def look_css(request: web.Request) -> web.Response:
+    """The look every Userland page shares (platform/look.py; the gateway inlines it)."""
+    return web.Response(text=look.CSS, content_type="text/css",
+                        headers={"Cache-Control": "public, max-age=300"})
+
+
 def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig: str | None = None,
                redis_client: redis.asyncio.Redis | None = None) -> web.Application:
     """The web UI. `kube` (not closed here) or `kubeconfig`; `redis_client` likewise."""
@@ -185,6 +209,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     app.router.add_get("/", index)
     # follow_symlinks: a strict editable install (make venv) links each file into a link tree;
     # the folder is our own package data, nothing a user can place a link in.
+    app.router.add_get("/static/look.css", look_css)  # before the folder: the shared look
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=True)
     setup_course_routes(app)
     setup_me_routes(app)

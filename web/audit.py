@@ -12,9 +12,10 @@ Three records, each for a different reader:
   an audit Event must never fail the action it describes.
 - the log line above, for the cluster's log pipeline.
 
-Targets are stored in full up to `MAX_TARGETS`; a larger action (a whole roster) keeps the
-first ones and a last element "+N more" (every target is in its Event and the log line), so one
-entry never grows past about 2 KB. Redis runs with `noeviction` (deploy/redis.yaml): a full
+Targets ("bob (VS Code)": the environments an action changed) are stored up to `MAX_TARGETS`,
+each at most `MAX_TARGET_CHARS`; a larger action (a whole roster) keeps the first ones and a last
+element "+N more" (every target is in its Event and the log line), so one entry never grows past
+about 2 KB. Redis runs with `noeviction` (deploy/redis.yaml): a full
 Redis refuses new sessions on every course, so the audit log has a memory budget, not only a
 length: a course's stream holds about `COURSE_MAXLEN` entries (at most
 `AUDIT_COURSE_BUDGET_BYTES`, whatever its staff do), the stream across courses about
@@ -42,7 +43,9 @@ log = logging.getLogger(__name__)
 COMPONENT = "userland-web"
 STREAM_PREFIX = "userland:audit"
 ALL_COURSES = ""  # recent(ALL_COURSES): the stream across every course
-MAX_TARGETS = 50  # the audit page shows 12 and "N more"
+MAX_TARGETS = 32  # the audit page shows 12 and "N more"
+MAX_TARGET_CHARS = 60  # "login (Template title)": a 39-character login and a shortened title
+MAX_FILTER_CHARS = 120
 COURSE_MAXLEN = 2_000
 ALL_MAXLEN = 5_000
 AUDIT_COURSE_BUDGET_BYTES = 6 * 1024 * 1024
@@ -58,18 +61,24 @@ class AuditEntry:
     role: str
     action: str
     course: str
-    targets: tuple[str, ...]
+    targets: tuple[str, ...]   # the environments it changed: "bob (VS Code)"
     result: str
+    filter: str = ""           # a course-wide run's search and Status filter, in words
 
 
 def stream_key(course: str) -> str:
     return f"{STREAM_PREFIX}:{course}" if course else STREAM_PREFIX
 
 
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _stored_targets(targets: tuple[str, ...]) -> list[str]:
     if len(targets) <= MAX_TARGETS:
-        return list(targets)
-    return [*targets[: MAX_TARGETS - 1], f"+{len(targets) - MAX_TARGETS + 1} more"]
+        return [_short(t, MAX_TARGET_CHARS) for t in targets]
+    return [*(_short(t, MAX_TARGET_CHARS) for t in targets[: MAX_TARGETS - 1]),
+            f"+{len(targets) - MAX_TARGETS + 1} more"]
 
 
 def entry_fields(entry: AuditEntry) -> dict[str, str]:
@@ -82,6 +91,7 @@ def entry_fields(entry: AuditEntry) -> dict[str, str]:
         "course": entry.course,
         "targets": json.dumps(_stored_targets(entry.targets), separators=(",", ":")),
         "result": entry.result,
+        "filter": _short(entry.filter, MAX_FILTER_CHARS),
     }
 
 
@@ -95,7 +105,7 @@ def entry_from_fields(fields: dict[Any, Any]) -> AuditEntry | None:
             time=float(text["time"]), actor=text.get("actor", ""), role=text.get("role", ""),
             action=text.get("action", ""), course=text.get("course", ""),
             targets=tuple(str(t) for t in targets) if isinstance(targets, list) else (),
-            result=text.get("result", ""),
+            result=text.get("result", ""), filter=text.get("filter", ""),
         )
     except (KeyError, ValueError):
         return None
@@ -112,7 +122,8 @@ class AuditLog:
         """XADD to the course's stream and the global one (one round trip). Logs first."""
         log.info("audit", extra={"actor": entry.actor, "role": entry.role, "action": entry.action,
                                  "course": entry.course, "targets": list(entry.targets[:20]),
-                                 "target_count": len(entry.targets), "result": entry.result})
+                                 "target_count": len(entry.targets), "result": entry.result,
+                                 "filter": entry.filter})
         fields: Any = entry_fields(entry)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.xadd(stream_key(entry.course), fields, maxlen=self.course_maxlen, approximate=True)

@@ -13,8 +13,10 @@ from userland.platform.identity import Identity
 from userland.platform.kube import KubeClient
 from userland.platform.settings import Settings
 from userland.web import render
+from userland.web.courses import course_role
 
 IDENTITY = web.RequestKey("userland_identity", Identity)  # the verified identity
+COURSE_DIRECTORY = "userland.course_directory"  # extras key of the course list (web/access.py DIRECTORY)
 
 
 @dataclass
@@ -27,9 +29,18 @@ class WebContext:
 
     def page(self, request: web.Request, name: str, *, status: int = 200, **context: Any) -> web.Response:
         who = request.get(IDENTITY)
+        if "nav_courses" not in context:
+            # Every page keeps the navigation its reader has (error pages too): course staff
+            # without a global role still get "Courses".
+            context["nav_courses"] = who is not None and self._staff_somewhere(who)
         return render.page(self.templates, name, status=status, who=who,
                            secret=self.settings.identity_secret, public_url=self.settings.public_url,
                            **context)
+
+    def _staff_somewhere(self, who: Identity) -> bool:
+        directory = self.extras.get(COURSE_DIRECTORY)
+        courses = getattr(directory, "courses", None)
+        return callable(courses) and any(course_role(who, course) is not None for course in courses())
 
     def error(self, request: web.Request, status: int, heading: str, message: str) -> web.Response:
         return self.page(request, "error.html", status=status, title=heading, heading=heading,

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import jinja2
+import markupsafe
 from aiohttp import web
 
 from userland.platform.identity import Identity
@@ -25,6 +26,7 @@ def make_environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["address"] = address
+    env.filters["address_breaks"] = address_breaks
     return env
 
 
@@ -36,6 +38,13 @@ def address(url: str) -> str:
         return url
     path = "" if parts.path in ("", "/") else parts.path
     return parts.netloc + path
+
+
+def address_breaks(url: str) -> markupsafe.Markup:
+    """`address` with a line-break opportunity after each dot (long hosts wrap at their parts,
+    not mid-word)."""
+    # Escaped once; an escaped text has no dots but the address's own.
+    return markupsafe.Markup(str(markupsafe.escape(address(url))).replace(".", ".<wbr>"))
 
 
 def page(env: jinja2.Environment, name: str, *, status: int = 200, who: Identity | None = None,

@@ -3,9 +3,13 @@
 - GET/POST /courses/{ns}/add: the form, then per-row results (web/roster.py parses,
   web/actions.py writes). Instructors and admins only.
 - POST /courses/{ns}/actions: start, restart, suspend, resume, remove, for named Userlands
-  or the whole course (optionally the dashboard's filter). Remove, and suspending more than
-  one, first show a confirmation page (what happens to the files); removing a whole course
-  needs its name typed. The results page is the POST's own response (no-store), so a reload
+  or the whole course (the dashboard's search and Status filter: exactly the environments it
+  lists, web/selection.py). Every course-wide run, remove, suspending more than one, and
+  starting a suspended one first show a confirmation page (what happens to each, and to the
+  files); removing a whole course needs its name typed; resuming what staff suspended is a
+  box the instructor ticks there. Named environments of more than one student need the
+  course-wide permission (assistants help one student at a time). The results page is the
+  POST's own response (no-store), so a reload
   asks the browser before posting again instead of silently repeating an action.
 
 Every write is preceded by a Redis ping: the audit log must be able to record it, so a dead
@@ -23,11 +27,12 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from userland.platform.kube import TEMPLATES, USERLANDS
-from userland.web import actions, roster, selection
+from userland.web import actions, dashboard, roster, row_status, selection
 from userland.web.access import require_course
 from userland.web.context import WebContext, identity_of, web_context
-from userland.web.courses import Course, CourseRole
+from userland.web.courses import Course, CourseRole, may
 from userland.web.routes_audit import record_action
+from userland.web.routes_course import course_watch
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +138,8 @@ async def add_submit(request: web.Request) -> web.StreamResponse:
     assert ctx.kube is not None
     results = await actions.add_students(ctx.kube, course.namespace, chosen, rows, actor=who.login)
     summary = actions.summarize(results)
-    logins = sorted({r.login for r in results if r.outcome == "created"})
-    audited = await record_action(request, course, role, "add", logins, summary)
+    added = sorted({_environment_words(r, templates) for r in results if r.outcome == "created"})
+    audited = await record_action(request, course, role, "add", added, summary)
     log.info("students added", extra={"course": course.namespace, "actor": who.login,
                                       "rows": len(rows), "summary": summary})
     return ctx.page(request, "add_results.html", nav_courses=True,
@@ -178,41 +183,69 @@ async def course_action(request: web.Request) -> web.StreamResponse:
     names = [n for n in form.getall("names", []) if isinstance(n, str)]
     if len(names) > selection.MAX_TARGETS:
         return ctx.error(request, 400, "Too many environments", "Choose fewer environments at once.")
-    q, phase = _text(form, "q", 200), _text(form, "phase", 20)
+    q, phase = _text(form, "q", 200).strip()[:dashboard.MAX_QUERY], _text(form, "phase", 40)
+    try:
+        row_status.filter_phase(phase)
+    except row_status.UnknownFilter:
+        # Never "no filter": that once suspended a whole class filtered to one student.
+        return ctx.error(request, 400, "Unknown status filter",
+                         "This page asked for a status the course page does not offer, so nothing was done. "
+                         "Open the course page again, choose the status there, and retry.")
     if not whole_course and not names:
         return ctx.error(request, 400, "Nothing chosen",
                          "Tick at least one environment on the course page, then choose the action.")
     confirmed = _text(form, "confirmed", 5) == "yes"
-    # A confirmed course-wide run acts on exactly the students the confirmation page listed
-    # (sent back as names), not on whoever matches by the time the button is pressed.
-    by_names = not whole_course or (confirmed and bool(names))
-    chosen = selection.select(await _course_userlands(ctx, course.namespace), names=names,
-                              whole_course=not by_names, q=q, phase=phase)
+    may_resume = may(role, "resume")
+    resume_suspended = may_resume and _text(form, "resume_suspended", 5) == "yes"
+    if whole_course and not confirmed:
+        # What the dashboard lists under this search and filter, on every page: the same rows
+        # (the watch cache) and the same matching; the confirmation then posts these names back.
+        watch = await course_watch(request, course)
+        chosen = selection.from_rows(dashboard.matching(
+            watch.rows(), dashboard.Query(q=q, phase=phase)))
+    else:
+        # Named environments (a confirmed course-wide run names what its confirmation listed),
+        # looked up among the course's own Userlands, fresh.
+        chosen = selection.select(await _course_userlands(ctx, course.namespace), names)
+        if not whole_course and selection.is_course_wide(chosen.targets):
+            course, role = await require_course(request, namespace, selection.permission_for(action, True),
+                                                why="act on more than one student at a time")
     context: dict[str, Any] = {"course": course, "action": action, "verb": selection.ACTION_WORDS[action][0],
-                               "whole_course": whole_course, "q": q, "phase": phase, "names": names}
-    if selection.needs_confirmation(action, len(chosen.targets) + len(chosen.missing)) and not confirmed:
+                               "whole_course": whole_course, "q": q, "phase": phase, "names": names,
+                               "filter_words": selection.filter_words(q, phase), "may_resume": may_resume}
+    if not confirmed and selection.needs_confirmation(action, chosen.targets, whole_course=whole_course,
+                                                      may_resume=may_resume):
         return await _confirm(request, chosen, context, status=200)
     if action == "remove" and whole_course and not selection.typed_name_matches(
             _text(form, "confirm_name", 300), course):
         return await _confirm(request, chosen, context, status=400,
                               error=f"Type the course name, {course.namespace}, to remove every student.")
     await ctx.redis.ping()  # see the module docstring: no unaudited change
-    results = _named(await _run(ctx, action, course.namespace, [t.name for t in chosen.targets], who.login),
-                     chosen.targets)
+    results = await _run(ctx, action, course.namespace, [t.name for t in chosen.targets], who.login,
+                         resume_suspended=resume_suspended, may_resume=may_resume)
+    results = _named(results, chosen.targets)
     results += [actions.RowResult(login=name, template="", outcome="missing",
                                   detail="no such environment in this course") for name in chosen.missing]
     summary = actions.summarize(results) if results else "nothing to do"
-    targets = sorted({r.login for r in results if r.ok})
-    audited = await record_action(request, course, role, action + ("_all" if whole_course else ""), targets,
-                                  summary)
-    log.info("course action", extra={"course": course.namespace, "actor": who.login, "action": action,
-                                     "whole_course": whole_course, "summary": summary})
     # The Templates' display names, as the dashboard and the add results show them (one list).
     templates = await _templates(ctx, course.namespace) if results else {}
+    touched = [_environment_words(r, templates) for r in results
+               if r.outcome in actions.CHANGED_OUTCOMES]
+    audited = await record_action(request, course, role, action + ("_all" if whole_course else ""), touched,
+                                  summary, filter_words=context["filter_words"] if whole_course else "")
+    log.info("course action", extra={"course": course.namespace, "actor": who.login, "action": action,
+                                     "whole_course": whole_course, "filter": context["filter_words"],
+                                     "summary": summary})
     return ctx.page(request, "action_results.html", nav_courses=True,
                     title=f"{context['verb']} · {course.title}",
                     results=_result_rows(results, templates), summary=summary, audited=audited,
                     counts=_counts(results), **context)
+
+
+def _environment_words(result: actions.RowResult, templates: Mapping[str, JSON]) -> str:
+    """"bob (VS Code)": which environment an audit entry touched, as the dashboard names it."""
+    spec = (templates.get(result.template) or {}).get("spec") or {}
+    return f"{result.login} ({spec.get('displayName') or result.template or result.name})"
 
 
 def _named(results: list[actions.RowResult], targets: Sequence[selection.Target]) -> list[actions.RowResult]:
@@ -227,15 +260,23 @@ async def _confirm(request: web.Request, chosen: selection.Selection, context: d
     ctx = web_context(request)
     course: Course = context["course"]
     templates = await _templates(ctx, course.namespace)
-    groups = selection.storage_groups(chosen.targets, templates, context["action"])
+    action = context["action"]
+    titled = tuple(replace(t, title=t.title or dashboard.template_title(templates.get(t.template),
+                                                                           t.template))
+                   for t in chosen.targets)
+    groups = (selection.start_groups(titled) if action == "start"
+              else selection.storage_groups(titled, templates, action))
+    suspended = sum(1 for t in chosen.targets if t.phase == "Suspended")
+    students = len({t.login for t in chosen.targets})
     return ctx.page(request, "confirm.html", nav_courses=True, status=status,
-                    title=f"{context['verb']}? · {course.title}",
-                    groups=groups, missing=chosen.missing, count=len(chosen.targets), error=error,
-                    target_names=[t.name for t in chosen.targets], **context)
+                    title=f"{context['verb']}? · {course.title}", groups=groups, missing=chosen.missing,
+                    skipped=chosen.skipped, count=len(chosen.targets), students=students,
+                    suspended=suspended, error=error, target_names=[t.name for t in chosen.targets],
+                    start_summary=selection.start_summary(groups) if action == "start" else "", **context)
 
 
 async def _run(ctx: WebContext, action: selection.CourseAction, namespace: str, names: list[str],
-               actor: str) -> list[actions.RowResult]:
+               actor: str, *, resume_suspended: bool, may_resume: bool) -> list[actions.RowResult]:
     assert ctx.kube is not None
     if not names:
         return []
@@ -244,7 +285,8 @@ async def _run(ctx: WebContext, action: selection.CourseAction, namespace: str, 
     if action == "restart":
         return await actions.restart(ctx.kube, namespace, names, actor=actor)
     if action == "start":
-        return await actions.start(ctx.kube, namespace, names, actor=actor)
+        return await actions.start(ctx.kube, namespace, names, actor=actor, resume_suspended=resume_suspended,
+                                   may_resume=may_resume)
     return await actions.set_suspended(ctx.kube, namespace, names, action == "suspend", actor=actor)
 
 

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from userland.platform import naming
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient, NotFound, PermanentError
+from userland.web import row_status
 from userland.web.access import Refused
 from userland.web.context import identity_of, web_context
 from userland.web.courses import COURSE_LABEL, Course
@@ -49,7 +50,7 @@ class CourseSummary:
 def summarize_course(course: Course, userlands: list[JSON], templates: list[JSON]) -> CourseSummary:
     """Counts for the admin table (pure)."""
     users = {naming.login_of((u.get("spec") or {}).get("user")) for u in userlands}
-    ready = sum(1 for u in userlands if (u.get("status") or {}).get("phase") == "Ready")
+    ready = sum(1 for u in userlands if row_status.phase_of(u) == "Ready")  # what the rows say
     return CourseSummary(course=course, students=len(users - {""}), environments=len(userlands), ready=ready,
                          templates=[template_view(t) for t in templates])
 

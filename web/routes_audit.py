@@ -42,7 +42,7 @@ def audit_log(request: web.Request) -> AuditLog:
 
 
 async def record_action(request: web.Request, course: Course, role: CourseRole, action: str,
-                        targets: Sequence[str], result: str) -> bool:
+                        targets: Sequence[str], result: str, *, filter_words: str = "") -> bool:
     """Record an action that ran; False (and a log line) when Redis failed in the meantime.
 
     Handlers ping Redis before they write, so this fails only when Redis died during the
@@ -51,7 +51,7 @@ async def record_action(request: web.Request, course: Course, role: CourseRole, 
     """
     who = identity_of(request)
     entry = AuditEntry(time=time.time(), actor=who.login, role=role, action=action, course=course.namespace,
-                       targets=tuple(targets), result=result)
+                       targets=tuple(targets), result=result, filter=filter_words)
     try:
         await audit_log(request).record(entry)
     except (redis.exceptions.RedisError, OSError) as err:
@@ -71,7 +71,8 @@ def entry_view(entry: AuditEntry, *, shown: int = 12) -> dict[str, Any]:
     return {"when": _when(entry.time), "iso": datetime.fromtimestamp(entry.time, UTC).isoformat(),
             "actor": entry.actor, "role": entry.role, "action": entry.action,
             "label": ACTION_LABELS.get(entry.action, entry.action), "targets": targets[:shown],
-            "more": max(0, len(targets) - shown), "count": len(targets), "result": entry.result}
+            "more": max(0, len(targets) - shown), "count": len(targets), "result": entry.result,
+            "filter": entry.filter}
 
 
 async def audit_page(request: web.Request) -> web.StreamResponse:

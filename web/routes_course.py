@@ -86,7 +86,9 @@ async def courses_page(request: web.Request) -> web.Response:
 
 
 def _row_context(ctx: WebContext, course: Course, role: CourseRole, now: float) -> dict[str, Any]:
-    return {"course": course, "role": role, "now": now,
+    # Ticking environments of several students is a course-wide run (web/selection.py): an
+    # assistant, who helps one student at a time, gets each row's own buttons instead.
+    return {"course": course, "role": role, "now": now, "may_select": may(role, "start_all"),
             "allowed": {a: may(role, a) for a in ROW_ACTIONS},
             "since_words": dashboard.since_words, "ago_words": dashboard.ago_words}
 
@@ -103,7 +105,7 @@ async def dashboard_page(request: web.Request) -> web.Response:
     return ctx.page(request, "dashboard.html", title=course.title, selection=selection, query=query,
                     bulk_actions=bulk, may_add=may(role, "add"), may_audit=may(role, "audit"),
                     course_actions=[a for a in ("start_all", "suspend_all", "remove_all") if may(role, a)],
-                    phase_filters=dashboard.PHASE_FILTERS, sorts=dashboard.SORTS,
+                    status_filters=dashboard.STATUS_FILTERS, sorts=dashboard.SORTS,
                     phase_words=dashboard.PHASE_WORDS, badge_class=dashboard.badge_class,
                     degraded=watch.status == "degraded",
                     nav_courses=True, **_row_context(ctx, course, role, now))
@@ -182,6 +184,8 @@ async def _stream(request: web.Request, ctx: WebContext, course: Course, role: C
             rows = {login: render_row(ctx, row, context, csrf) for login, row in send.items()}
             visible = order
             payload = {"rows": rows, "order": order, "matched": selection.matched, "total": selection.total,
+                       "environments": selection.shown_environments,
+                       "matched_environments": selection.matched_environments, "filtered": query.filtered,
                        "counts": [[dashboard.badge_class(k), dashboard.PHASE_WORDS.get(k, k), v]
                                   for k, v in sorted(selection.counts.items())]}
             data = json.dumps(payload, separators=(",", ":"))

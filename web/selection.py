@@ -1,9 +1,16 @@
-"""What an action applies to, and what a teacher must be told first: pure rules, no I/O.
+"""What an action applies to, who may run it, and what a teacher must be told first: pure rules.
 
-The actions form posts Userland names (or `scope=all` with the dashboard's filter); this
-module turns that into the Userlands of *this* course it names (anything else is "missing",
-never looked up elsewhere), decides which actions need a confirmation page, and words what
-happens to each student's files per the Template's `storage.reclaimPolicy`.
+The actions form posts Userland names, or `scope=all` with the dashboard's search and Status
+filter. A course-wide run is chosen from the dashboard's own rows with the dashboard's own
+matching (web/dashboard.py `matching`, one filter table in web/row_status.py), so it covers
+exactly the environments the page listed; a Status value that table does not know is refused,
+never read as "everyone". Every course-wide run shows a confirmation first and then acts on the
+names it listed. Names are looked up only among the course's own Userlands (anything else is
+"missing", never looked up elsewhere).
+
+The unit is the environment (one Userland: one student's app). Acting on the environments of
+more than one student is a course-wide run, however the targets are named: assistants help
+one student at a time (`permission_for`).
 """
 
 from __future__ import annotations
@@ -12,20 +19,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from userland.platform import naming
+from userland.platform import naming, storage_words
+from userland.web import row_status
 from userland.web.courses import Action, Course
+from userland.web.dashboard import StudentRow
 
 JSON = dict[str, Any]
 
 CourseAction = Literal["restart", "suspend", "resume", "start", "remove"]
 COURSE_ACTIONS: tuple[CourseAction, ...] = ("start", "restart", "suspend", "resume", "remove")
-# The dashboard's phase filter (web/dashboard.py PHASE_FILTERS): its query value -> status.phase.
-PHASE_FILTERS = {"ready": "Ready", "starting": "Starting", "waiting": "Pending", "failed": "Failed",
-                 "suspended": "Suspended", "asleep": "Idle"}
 MAX_TARGETS = 5000  # more names than any course has: a bigger form is not ours
+MAX_STUDENTS_WITHOUT_COURSE_PERMISSION = 1
 
 ANNOTATION_NAME = "userland.dev/name"
-ANNOTATION_EMAIL = "userland.dev/email"
 ANNOTATION_SECTION = "userland.dev/section"
 
 # Words for the teacher, one per action outcome (web/actions.py `Outcome`).
@@ -41,6 +47,8 @@ OUTCOME_WORDS: Mapping[str, str] = {
     "resumed": "Resumed",
     "started": "Started",
     "unchanged": "No change needed",
+    "left_suspended": "Left suspended",
+    "cannot_start": "Cannot start",
     "error": "Error",
 }
 ACTION_WORDS: Mapping[str, tuple[str, str]] = {
@@ -52,12 +60,7 @@ ACTION_WORDS: Mapping[str, tuple[str, str]] = {
     "remove": ("Remove", "removed"),
     "add": ("Add", "added"),
 }
-
-STORAGE_RETAIN = "Their files are kept and come back if you add them again."
-STORAGE_DELETE = "Their files are deleted for good."
-STORAGE_NONE = "This environment keeps no files: anything saved in it is lost."
-STORAGE_UNKNOWN = "The environment's Template is missing, so what happens to the files is unknown."
-SUSPEND_KEEPS = "Suspending stops the environment; their files are kept, and resuming brings it back."
+RESUME_SENTENCE = "Resuming starts it again; a student can use it once it is ready."
 
 
 def parse_action(text: str) -> CourseAction | None:
@@ -76,9 +79,22 @@ def permission_for(action: CourseAction, whole_course: bool) -> Action:
     return action
 
 
-def needs_confirmation(action: CourseAction, count: int) -> bool:
-    """Remove always asks first; suspending more than one environment too (it stops a class)."""
-    return action == "remove" or (action == "suspend" and count > 1)
+def is_course_wide(targets: Sequence[Target]) -> bool:
+    """Named targets of more than one student are a course-wide run (the permission holds however
+    the targets are named: listing every environment by name is the whole class)."""
+    return len({t.login for t in targets}) > MAX_STUDENTS_WITHOUT_COURSE_PERMISSION
+
+
+def needs_confirmation(action: CourseAction, targets: Sequence[Target], *, whole_course: bool,
+                       may_resume: bool) -> bool:
+    """Every course-wide run asks first (it shows what it will touch); remove always; suspending
+    more than one (it stops a class); starting a suspended one when the teacher may resume it
+    (resuming is a choice made on that page, never by default)."""
+    if whole_course or action == "remove":
+        return True
+    if action == "suspend":
+        return len(targets) > 1
+    return action == "start" and may_resume and any(t.phase == "Suspended" for t in targets)
 
 
 def typed_name_matches(typed: str, course: Course) -> bool:
@@ -88,14 +104,13 @@ def typed_name_matches(typed: str, course: Course) -> bool:
 
 
 def storage_sentence(template: JSON | None, action: CourseAction = "remove") -> str:
-    if action == "suspend":
-        return SUSPEND_KEEPS
-    if template is None:
-        return STORAGE_UNKNOWN
-    storage = (template.get("spec") or {}).get("storage")
-    if not isinstance(storage, dict):
-        return STORAGE_NONE
-    return STORAGE_DELETE if storage.get("reclaimPolicy") == "Delete" else STORAGE_RETAIN
+    """What happens to the files (platform/storage_words.py, the gateway's pages' source too)."""
+    if action == "resume":
+        return RESUME_SENTENCE
+    event: storage_words.StaffEvent = "restart" if action in ("restart", "start") else (
+        "suspend" if action == "suspend" else "remove")
+    return storage_words.for_staff(event, storage_words.storage_of(None if template is None
+                                                                    else template.get("spec") or {}))
 
 
 @dataclass(frozen=True)
@@ -105,9 +120,11 @@ class Target:
     name: str
     login: str
     template: str
-    phase: str
+    phase: str          # the shown phase (web/row_status.py)
     display_name: str = ""
     section: str = ""
+    reason: str = ""    # the row's words, for "cannot start" on a confirmation
+    title: str = ""     # the Template's display name, as the dashboard shows it
 
 
 def target_of(obj: JSON) -> Target:
@@ -115,66 +132,30 @@ def target_of(obj: JSON) -> Target:
     spec = obj.get("spec") or {}
     annotations = meta.get("annotations") or {}
     return Target(name=str(meta.get("name") or ""), login=naming.login_of(spec.get("user")),
-                  template=str(spec.get("template") or ""),
-                  phase=str((obj.get("status") or {}).get("phase") or "Pending"),
+                  template=str(spec.get("template") or ""), phase=row_status.phase_of(obj),
                   display_name=str(annotations.get(ANNOTATION_NAME) or ""),
                   section=str(annotations.get(ANNOTATION_SECTION) or ""))
-
-
-def student_details(userlands: Iterable[JSON]) -> dict[str, str]:
-    """login -> "name email section" from any of the student's Userlands (the dashboard's rule:
-    the first non-empty value of each wins), for the search."""
-    details: dict[str, dict[str, str]] = {}
-    for obj in userlands:
-        login = naming.login_of((obj.get("spec") or {}).get("user"))
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        found = details.setdefault(login, {})
-        for key in (ANNOTATION_NAME, ANNOTATION_EMAIL, ANNOTATION_SECTION):
-            if annotations.get(key) and key not in found:
-                found[key] = str(annotations[key])
-    return {login: " ".join(found.values()) for login, found in details.items()}
-
-
-def matches_filter(obj: JSON, q: str, phase: str, details: str = "") -> bool:
-    """The dashboard's filter (web/dashboard.py Query.matches), per environment: every search
-    word in the student's login, name, email or section (`details`), the Template or the
-    environment's name, and the filtered phase (so "restart all failed" leaves a failed
-    student's healthy environments alone). An unknown phase value filters nothing, as there."""
-    target = target_of(obj)
-    wanted = PHASE_FILTERS.get(phase.strip().lower())
-    if wanted is not None and target.phase != wanted:
-        return False
-    words = q.casefold().split()
-    haystack = f"{target.login} {details} {target.template} {target.name}".casefold()
-    return all(word in haystack for word in words)
 
 
 @dataclass(frozen=True)
 class Selection:
     targets: tuple[Target, ...]
-    missing: tuple[str, ...]  # names asked for that are not Userlands of this course
+    missing: tuple[str, ...] = ()   # names asked for that are not Userlands of this course
+    skipped: tuple[Target, ...] = ()  # listed but left alone: already being removed
 
 
-def select(userlands: Iterable[JSON], *, names: Sequence[str] = (), whole_course: bool = False,
-           q: str = "", phase: str = "") -> Selection:
-    """The course's Userlands an action names: by name, or all of them (filtered).
+def select(userlands: Iterable[JSON], names: Sequence[str]) -> Selection:
+    """The course's Userlands the names name (fresh from the API server).
 
     Only objects of the course namespace's own list are candidates, so a name from another
     course (or a made-up one) can never be acted on: it comes back as missing.
     """
-    userlands = list(userlands)
     by_name: dict[str, JSON] = {}
     for obj in userlands:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             continue  # already on its way out: nothing to start, restart or remove
         by_name[str(meta.get("name") or "")] = obj
-    if whole_course:
-        details = student_details(userlands)
-        chosen = [obj for obj in by_name.values()
-                  if matches_filter(obj, q, phase, details.get(target_of(obj).login, ""))]
-        targets = tuple(sorted((target_of(obj) for obj in chosen), key=lambda t: (t.login, t.template)))
-        return Selection(targets=targets, missing=())
     seen: set[str] = set()
     found: list[Target] = []
     missing: list[str] = []
@@ -191,16 +172,44 @@ def select(userlands: Iterable[JSON], *, names: Sequence[str] = (), whole_course
     return Selection(targets=tuple(found), missing=tuple(missing))
 
 
+def from_rows(rows: Iterable[StudentRow]) -> Selection:
+    """A course-wide run's environments: the dashboard's rows as its matching left them (every
+    page), those being removed set apart."""
+    targets: list[Target] = []
+    skipped: list[Target] = []
+    for row in rows:
+        for env in row.environments:
+            target = Target(name=env.name, login=row.login, template=env.template, phase=env.phase,
+                            display_name=row.name, section=row.section, reason=env.reason,
+                            title=env.template_title)
+            (skipped if env.phase == "Removing" else targets).append(target)
+    order = lambda t: (t.login, t.template, t.name)  # noqa: E731
+    return Selection(targets=tuple(sorted(targets, key=order)), skipped=tuple(sorted(skipped, key=order)))
+
+
+def filter_words(q: str, phase: str) -> str:
+    """The filter a course-wide run ran with, for the audit log and the confirmation."""
+    parts = []
+    if phase:
+        parts.append(f"status {row_status.PHASE_WORDS[row_status.STATUS_FILTERS[phase]]}")
+    if q:
+        parts.append(f'search "{q}"')
+    return ", ".join(parts) or "every environment"
+
+
 @dataclass(frozen=True)
-class StorageGroup:
-    template: str
+class Group:
+    """Targets the confirmation page lists together, with the one sentence true for all of them."""
+
+    key: str
     title: str
     sentence: str
     targets: tuple[Target, ...]
+    nothing_to_do: bool = False  # listed folded: the action changes nothing for them
 
 
 def storage_groups(targets: Sequence[Target], templates: Mapping[str, JSON],
-                   action: CourseAction) -> list[StorageGroup]:
+                   action: CourseAction) -> list[Group]:
     """Targets grouped by Template, each group with what happens to its students' files."""
     groups: dict[str, list[Target]] = {}
     for target in targets:
@@ -209,6 +218,50 @@ def storage_groups(targets: Sequence[Target], templates: Mapping[str, JSON],
     for name in sorted(groups):
         template = templates.get(name)
         title = str(((template or {}).get("spec") or {}).get("displayName") or name)
-        result.append(StorageGroup(template=name, title=title, sentence=storage_sentence(template, action),
-                                   targets=tuple(groups[name])))
+        result.append(Group(key=name, title=title, sentence=storage_sentence(template, action),
+                            targets=tuple(groups[name])))
     return result
+
+
+# What "start" does to an environment by the phase its row shows, in the order the
+# confirmation lists them.
+START_GROUPS: tuple[tuple[str, str, str], ...] = (
+    ("wake", "Asleep", "They wake up now."),
+    ("suspended", "Suspended by the course staff",
+     "They stay suspended unless you tick the box below."),
+    ("running", "Already running or starting", "Nothing to do."),
+    ("cannot", "Cannot start now", "Nothing to do until what their row on the course page says is fixed."),
+)
+
+
+def start_group_of(phase: str) -> str:
+    return {"Idle": "wake", "Suspended": "suspended", "Ready": "running", "Starting": "running"}.get(
+        phase, "cannot")
+
+
+def start_groups(targets: Sequence[Target]) -> list[Group]:
+    by_key: dict[str, list[Target]] = {}
+    for target in targets:
+        by_key.setdefault(start_group_of(target.phase), []).append(target)
+    return [Group(key=key, title=title, sentence=sentence, targets=tuple(by_key[key]),
+                  nothing_to_do=key in ("running", "cannot"))
+            for key, title, sentence in START_GROUPS if by_key.get(key)]
+
+
+def start_summary(groups: Sequence[Group]) -> str:
+    """"Starting now wakes 4 asleep environments; 50 are already running ..." (the page's lead)."""
+    count = {g.key: len(g.targets) for g in groups}
+
+    def plural(n: int, one: str, many: str) -> str:
+        return f"{n} {one if n == 1 else many}"
+
+    asleep = plural(count.get("wake", 0), "asleep environment", "asleep environments")
+    parts = [f"Starting now wakes {asleep}"]
+    if count.get("suspended"):
+        parts.append(f"{plural(count['suspended'], 'suspended one stays', 'suspended ones stay')} suspended "
+                     "unless you tick the box below")
+    if count.get("running"):
+        parts.append(f"{plural(count['running'], 'is', 'are')} already running or starting")
+    if count.get("cannot"):
+        parts.append(f"{plural(count['cannot'], 'cannot', 'cannot')} start now")
+    return "; ".join(parts) + "."

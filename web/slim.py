@@ -80,9 +80,16 @@ def pod(obj: JSON) -> JSON:
     statuses = (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
     waiting = []
     for cs in statuses:
-        state = (cs.get("state") or {}).get("waiting")
-        if state and state.get("reason"):
-            waiting.append({"reason": state.get("reason"), "message": str(state.get("message") or "")[:300]})
+        # Why a container is not running: waiting, or stopped (terminated; the local runner
+        # reports a program that is not installed so), or its last stop while it backs off.
+        current = cs.get("state") or {}
+        states = [current.get("waiting") or current.get("terminated") or {}]
+        if states[0].get("reason") == "CrashLoopBackOff":
+            states.append((cs.get("lastState") or {}).get("terminated") or {})
+        for state in states:
+            if state.get("reason") and state.get("reason") not in ("Completed", "Error"):
+                waiting.append({"reason": state.get("reason"),
+                                "message": str(state.get("message") or "")[:300]})
     slim: JSON = {"metadata": _meta(obj, labels=True),
                   "status": {"phase": status.get("phase", ""), "waiting": waiting,
                              "restarts": sum(int(cs.get("restartCount") or 0) for cs in statuses)}}

@@ -46,11 +46,11 @@ async def test_instructor_sees_a_row_turn_ready_live(browser: Browser, platform:
         assert await page.locator("#select-ide-bob").is_checked()  # the ticked box survived
         assert await page.evaluate("document.activeElement.id") == "select-ide-alice"
         await expect(page.locator("#counts")).to_contain_text("2 Ready")
-        await expect(page.locator("#showing")).to_have_text("Showing 2 of 2 matching students.")
+        await expect(page.locator("#showing")).to_have_text("Showing 2 of 2 environments (2 of 2 students).")
         # A student added while the page is open appears, and every count follows.
         await add_userland(kube, namespace, "carol")
         await expect(page.locator("#student-carol")).to_be_visible(timeout=3000)
-        await expect(page.locator("#showing")).to_have_text("Showing 3 of 3 matching students.")
+        await expect(page.locator("#showing")).to_have_text("Showing 3 of 3 environments (3 of 3 students).")
         await expect(page.locator("#counts")).to_contain_text("3 students")
         assert not [e for e in errors if "Content Security Policy" in e], errors
     finally:

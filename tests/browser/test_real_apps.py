@@ -29,6 +29,7 @@ from playwright.async_api import Browser, BrowserContext, Page, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from tests.local.test_make_run import read_until_ready
+from userland.local import mountns
 from userland.local.controlplane import find_repo, free_port
 from userland.local.runner import app_bin_dirs
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
@@ -137,6 +138,12 @@ async def open_terminal(page: Page) -> None:
 async def vscode_terminal_writes(page: Page, local: Local, student: str, text: str) -> None:
     await wait_until_answering(page, local.template("vscode"), f"{student}.vscode.localhost")
     await page.locator(".monaco-workbench").wait_for(timeout=90_000)
+    if mountns.available():
+        # The student's home as in a cluster (the Template's /home/coder), not this machine's
+        # path of the volume (`?folder=/…/.run/environments/volumes/…`, issue 16).
+        assert page.url.endswith("/?folder=/home/coder"), page.url
+        await expect(page.locator(".explorer-folders-view, .pane-header").filter(has_text="CODER").first
+                     ).to_be_visible(timeout=30_000)
     await open_terminal(page)
     await page.locator(".xterm-helper-textarea").first.focus()
     await page.keyboard.type(f"echo {text} > proof.txt\n")

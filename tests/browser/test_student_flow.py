@@ -101,7 +101,7 @@ async def test_students_sign_in_use_only_their_own_environment_and_sign_out(
     for path in ("/", "/?user=alice", "/ide-alice/"):
         response = await bob.goto(alice_origin + path)
         assert response is not None and response.status == 403
-        await expect(bob.get_by_role("heading", level=1)).to_have_text("Not your environment")
+        await expect(bob.get_by_role("heading", level=1)).to_have_text("This is alice's environment")
     await bob.screenshot(path=tmp_path / "3-bob-at-alices-origin.png", full_page=True)
     await bob.get_by_role("link", name="Open your own environment").click()
     await bob.wait_for_url(bob_origin + "/")

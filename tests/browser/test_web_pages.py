@@ -56,8 +56,10 @@ async def classroom(kube: KubeClient, namespace: str, redis_url: str, github: Co
     github.add_user(TEACHER, 3001)
     apply_rbac(control_plane)
     await make_course(kube, namespace, title="Databases 101")
+    # Routed under .localhost, which Chromium resolves: a sign-out visits the staff's own origins.
     await kube.create(TEMPLATES, namespace, template_body("vscode", displayName="VS Code", storage={
-        "size": "1Gi", "mountPath": "/home/coder", "reclaimPolicy": "Retain"}))
+        "size": "1Gi", "mountPath": "/home/coder", "reclaimPolicy": "Retain"},
+        routing={"host": "vscode.localhost"}))
     await kube.create(USERLANDS, namespace, userland_body("carol", "vscode"))  # already in the course
     db_url = redis_url.rsplit("/", 1)[0] + f"/{WEB_TEST_DB}"
     flush = redis.asyncio.from_url(db_url)

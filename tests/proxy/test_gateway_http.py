@@ -188,8 +188,10 @@ async def test_a_student_never_reaches_another_students_environment(
             assert resp.headers["Location"].startswith(f"{PUBLIC_URL}/auth/handoff?"), (path, headers)
         elif "alice.ide.test" in headers["Host"].lower() or headers["Host"] == ALICE_HOST:
             assert "ask your instructor" in body.lower(), (path, headers)
+        elif headers["Host"] == "alice.pma.test":
+            assert "sign-in of another of your addresses" in body, (path, headers)
         else:
-            assert "another student" in body, (path, headers)
+            assert "This is bob&#39;s environment" in body and "Only bob can open it" in body, (path, headers)
     assert bob_echo.requests == []
 
 

@@ -139,7 +139,8 @@ async def test_someone_elses_origin_is_a_403_with_a_link_to_ones_own(
                         allow_redirects=False)
     assert resp.status == 403
     body = await resp.text()
-    assert f'href="http://bob.{IDE_HOST}/"' in body and "another student" in body
+    # It says whose it is (staff reach it from the class dashboard's link, too).
+    assert f'href="http://bob.{IDE_HOST}/"' in body and "Only alice can open it" in body
     assert "code" not in resp.headers.get("Location", "")
     # The bare Template host means "mine": bob's own origin.
     bare = await gw.get("/somewhere", headers={"Host": IDE_HOST}, allow_redirects=False)

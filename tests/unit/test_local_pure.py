@@ -327,3 +327,36 @@ def test_each_runner_takes_a_block_of_addresses_nobody_listens_in() -> None:
     assert len(blocks) > 1 and all(b.subnet_of(ADDRESS_BLOCKS) and b.prefixlen == 16 for b in blocks)
     with pytest.raises(RuntimeError, match="too many local runners"):
         free_block(taken | {"127.100.3.3"})
+
+
+def test_with_a_mount_table_of_its_own_a_home_volume_keeps_its_path() -> None:
+    """Under `make run` VS Code opened `?folder=/…/.run/environments/volumes/…`: the host's path.
+    With its own mount table (local/mountns.py) a volume under /home is mounted at its path, so
+    the program, its arguments, HOME and working folder say /home/coder as in a cluster; probes
+    (run on this machine) and other mount paths keep the local folder."""
+    shell = {**CODE, "volumeMounts": [{"name": "data", "mountPath": "/home/coder"},
+                                      {"name": "db", "mountPath": "/var/lib/mysql"}],
+             "args": ["/home/coder/$(PROJECT)", "--db=/var/lib/mysql"],
+             "readinessProbe": {"exec": {"command": ["test", "-d", "/home/coder"]}},
+             "workingDir": "/home/coder"}
+    volumes = [*DATA, {"name": "db", "emptyDir": {}}]
+    result = plan_pod(pod(shell, volumes=volumes), address=ADDRESS, claims_root="/S/volumes",
+                      scratch_root="/S/pods/classroom/p", base_env={"PATH": "/apps/bin:/usr/bin"},
+                      which=which, own_home_paths=True)
+    home = "/S/volumes/classroom/vscode-alice-data"
+    code = result.containers[0]
+    assert code.argv == ("/apps/bin/code-server", "/home/coder/work", "--db=/S/pods/classroom/p/volumes/db")
+    assert code.binds == ((home, "/home/coder"),)
+    env = dict(code.env)
+    assert env["HOME"] == "/home/coder"
+    assert env["GIT_CEILING_DIRECTORIES"] == "/S/pods/classroom/p/volumes:/home"
+    assert (code.workdir, code.host_workdir) == ("/home/coder", home)
+    assert code.readiness == Probe("exec", command=("test", "-d", home))
+    assert home in result.folders  # made (and handed to the environments' user) on this machine
+    # Without a mount table of its own, or with programs under /home, everything is rewritten.
+    for kwargs in ({"own_home_paths": False},
+                   {"own_home_paths": True, "base_env": {"PATH": "/home/dev/apps/bin:/usr/bin"}}):
+        args = {"address": ADDRESS, "claims_root": "/S/volumes", "scratch_root": "/S/pods/classroom/p",
+                "base_env": {"PATH": "/apps/bin:/usr/bin"}, "which": which, **kwargs}
+        other = plan_pod(pod(shell, volumes=volumes), **args).containers[0]  # type: ignore[arg-type]
+        assert other.binds == () and other.argv[1] == f"{home}/work" and other.workdir == home

@@ -295,36 +295,76 @@ async def test_suspend_resume_and_unchanged_without_a_write(
     assert sorted(reasons) == ["Resumed", "Suspended", "Suspended", "Suspended"]
 
 
-async def test_start_before_a_lecture_resumes_only_the_suspended(
+async def test_start_before_a_lecture_resumes_the_suspended_only_when_chosen(
     as_web: KubeClient, kube: KubeClient, course: str, students: list[str]
 ) -> None:
+    """Staff suspended alice's and carol's on purpose: "start" leaves them suspended unless an
+    instructor chose to resume them (issue 16); an assistant's start never resumes (issue 17)."""
     await actions.set_suspended(as_web, course, ["vscode-alice", "vscode-carol"], True, actor="teacher")
-    results = await actions.start(as_web, course, [*students, "vscode-ghost"], actor="ta1")
-    assert [(r.login, r.outcome, r.detail) for r in results] == [
-        ("alice", "started", ""), ("bob", "unchanged", "already running"), ("carol", "started", ""),
-        ("vscode-ghost", "missing", "there is no such environment (removed already?)"),
-    ]
-    assert summarize(results) == "2 started, 1 unchanged, 1 not found"
+    await set_phase(kube, course, "vscode-bob", "Ready")
+    for resume, may_resume in ((False, True), (True, False)):
+        results = await actions.start(as_web, course, [*students, "vscode-ghost"], actor="ta1",
+                                      resume_suspended=resume, may_resume=may_resume)
+        left = actions.LEFT_SUSPENDED_CHOSEN if may_resume else actions.LEFT_SUSPENDED_ASSISTANT
+        assert [(r.login, r.outcome, r.detail) for r in results] == [
+            ("alice", "left_suspended", left), ("bob", "unchanged", "already running"),
+            ("carol", "left_suspended", left),
+            ("vscode-ghost", "missing", "there is no such environment (removed already?)"),
+        ]
+        assert summarize(results) == "1 unchanged, 2 left suspended, 1 not found"
+    made = await userlands(kube, course)
+    assert all(made[n]["spec"].get("suspended") is True for n in ("vscode-alice", "vscode-carol"))
+    results = await actions.start(as_web, course, students, actor="teacher", resume_suspended=True,
+                                  may_resume=True)
+    assert [(r.login, r.outcome) for r in results] == [("alice", "started"), ("bob", "unchanged"),
+                                                        ("carol", "started")]
     made = await userlands(kube, course)
     assert all(made[n]["spec"].get("suspended") is False for n in ("vscode-alice", "vscode-carol"))
     assert [e for e in await web_events(kube, course) if e[1] == "Started"] == [
-        ("vscode-alice", "Started", "ta1"), ("vscode-carol", "Started", "ta1")]
+        ("vscode-alice", "Started", "teacher"), ("vscode-carol", "Started", "teacher")]
 
 
-async def test_start_wakes_a_sleeping_environment_through_its_last_activity(
+async def test_start_wakes_a_sleeping_environment_naming_who_started_it(
     as_web: KubeClient, kube: KubeClient, course: str, students: list[str]
 ) -> None:
+    await set_phase(kube, course, "vscode-alice", "Ready")
     await set_phase(kube, course, "vscode-bob", "Idle")
     when = datetime(2026, 11, 23, 9, 0, 5, tzinfo=UTC)
     results = await actions.start(as_web, course, ["vscode-alice", "vscode-bob"], actor="ta1", now=when)
     assert [(r.login, r.outcome, r.detail) for r in results] == [
         ("alice", "unchanged", "already running"), ("bob", "started", "it was asleep")]
     made = await userlands(kube, course)
-    # The operator wakes what its student (or staff) used last: the same annotation as a visit.
+    # The operator wakes it and names its real cause (staff, not "its student opened it").
     annotations = made["vscode-bob"]["metadata"]["annotations"]
-    assert annotations[naming.ANNOTATION_LAST_ACTIVITY] == "2026-11-23T09:00:05Z"
-    assert naming.ANNOTATION_LAST_ACTIVITY not in (made["vscode-alice"]["metadata"].get("annotations") or {})
+    assert annotations[naming.ANNOTATION_STARTED_AT] == "2026-11-23T09:00:05Z"
+    assert annotations[naming.ANNOTATION_STARTED_BY] == "ta1"
+    assert naming.ANNOTATION_LAST_ACTIVITY not in annotations
+    assert naming.ANNOTATION_STARTED_AT not in (made["vscode-alice"]["metadata"].get("annotations") or {})
     assert made["vscode-bob"]["spec"].get("suspended") is not True
+
+
+@pytest.mark.parametrize(("status", "outcome", "words"), [
+    ({}, "unchanged", "waiting to be set up"),
+    ({"phase": "Starting", "reason": "Starting"}, "unchanged", "already starting"),
+    ({"phase": "Starting", "reason": "ImagePullBackOff"}, "unchanged",
+     "already starting, but the image cannot be downloaded"),
+    ({"phase": "Pending", "reason": "TemplateNotFound"}, "cannot_start",
+     "it cannot start: its template does not exist yet"),
+    ({"phase": "Failed", "reason": "ProgramNotInstalled"}, "cannot_start",
+     "it cannot start: its program is not installed on this machine"),
+    ({"phase": "Failed", "reason": "StartTimeout"}, "cannot_start",
+     "it cannot start: it did not become ready in time"),
+    ({"phase": "Failed", "reason": "SomethingNew"}, "cannot_start", "it cannot start: it cannot start"),
+    ({"phase": "Ready", "reason": "Available"}, "unchanged", "already running"),
+    ({"phase": "Idle", "reason": "Asleep"}, "started", "it was asleep"),
+])
+def test_start_decision_says_what_is_true(status: dict[str, str], outcome: str, words: str) -> None:
+    obj: dict[str, object] = {"metadata": {"name": "x"}, "spec": {"user": "a", "template": "t"}}
+    if status:
+        obj["status"] = {"phase": status["phase"], "conditions": [{"type": "Ready", "status": "False",
+                                                                   "reason": status["reason"]}]}
+    got = actions.start_decision(obj, resume_suspended=False, may_resume=True)
+    assert got[:2] == (outcome, words) and got[2] == (outcome == "started")
 
 
 async def test_remove_students(as_web: KubeClient, kube: KubeClient, course: str,
@@ -364,7 +404,8 @@ def test_summarize() -> None:
     assert summarize([r("error"), r("not_allowed"), r("missing"), r("removed")]) == (
         "1 removed, 1 not found, 1 not allowed, 1 failed")
     assert [o for o in actions.Outcome.__args__ if RowResult("a", "t", o).ok] == [  # type: ignore[attr-defined]
-        "created", "exists", "removed", "restarted", "suspended", "resumed", "started", "unchanged"]
+        "created", "exists", "removed", "restarted", "suspended", "resumed", "started", "unchanged",
+        "left_suspended"]
 
 
 def test_restart_stamp() -> None:

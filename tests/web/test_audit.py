@@ -188,9 +188,11 @@ async def test_a_courses_audit_log_stays_within_its_memory_budget(redis_client: 
     a fixed budget (docs: `AUDIT_COURSE_BUDGET_BYTES`), so Redis can be sized per course."""
     log = AuditLog(redis_client)
     name = course()
-    worst = tuple(f"{i:04d}" + "s" * 35 for i in range(500))  # 500 longest logins
+    # 500 environments, each named by the longest login and a long Template title.
+    worst = tuple(f"{i:04d}" + "s" * 35 + " (" + "T" * 60 + ")" for i in range(500))
     big = AuditEntry(time=1_800_000_000.0, actor="a" * 39, role="assistant", action="restart_all",
-                     course=name, targets=worst, result="500 restarted, 0 already there, 0 failed" * 3)
+                     course=name, targets=worst, result="500 restarted, 0 already there, 0 failed" * 3,
+                     filter="status Waiting, search " + '"' + "x" * 200 + '"')
     for _ in range(6):
         async with redis_client.pipeline(transaction=False) as pipe:
             for _n in range(1000):

@@ -175,16 +175,16 @@ async def test_me_shows_only_my_environments_across_courses(client: Client, cour
     assert f"/courses/{db}" not in teacher
 
 
-async def test_staff_see_a_students_address_not_a_link_that_refuses_them(client: Client,
-                                                                        courses: tuple[str, str],
-                                                                        kube: KubeClient) -> None:
-    """Every origin is served to its student only (issue 7): a link to alice's environment on the
-    teacher's dashboard led to a "Not your environment" page. Staff see the address, to tell the
-    student; the student's own page links to it."""
+async def test_staff_see_a_students_address_as_a_link(client: Client, courses: tuple[str, str],
+                                                      kube: KubeClient) -> None:
+    """Every origin is served to its student only (issue 7), but a teacher wants to open or copy
+    the address (issue 16): a link, in a new tab, that says only the student can use it (the
+    gateway's page for anyone else says whose it is)."""
     cs = courses[0]
     await set_phase(kube, cs, "ide-alice", "Ready", url="http://alice.ide.localhost:8000/")
     body = await eventually_page(client, f"/courses/{cs}", headers("teacher"), "alice.ide.localhost:8000")
-    assert 'href="http://alice.ide.localhost:8000/"' not in body
+    assert 'href="http://alice.ide.localhost:8000/" rel="noopener noreferrer" target="_blank"' in body
+    assert "only they can use it" in body
     mine = await eventually_page(client, "/me", headers("alice"), 'href="http://alice.ide.localhost:8000/"')
     assert "Open ide" in mine
 

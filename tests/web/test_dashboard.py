@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from userland.web import dashboard, selection, slim
+from userland.web import dashboard, row_status, selection, slim
 
 GOLDEN = Path(__file__).parent / "golden"
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -126,17 +126,17 @@ def test_failures_are_explained_in_plain_words() -> None:
 
 
 @pytest.mark.parametrize(("reason", "message", "words"), [
-    ("ErrImagePull", "", dashboard.IMAGE),
-    ("BackOff", 'Back-off pulling image "x"', dashboard.IMAGE),
-    ("BackOff", "Back-off restarting failed container", dashboard.CRASH),
-    ("CrashLoopBackOff", "", dashboard.CRASH),
-    ("FailedScheduling", "0/1 nodes are available", dashboard.ROOM),
-    ("FailedCreate", "exceeded quota: q", dashboard.QUOTA),
-    ("FailedMount", "timeout", dashboard.STORAGE),
+    ("ErrImagePull", "", row_status.IMAGE),
+    ("BackOff", 'Back-off pulling image "x"', row_status.IMAGE),
+    ("BackOff", "Back-off restarting failed container", row_status.CRASH),
+    ("CrashLoopBackOff", "", row_status.CRASH),
+    ("FailedScheduling", "0/1 nodes are available", row_status.ROOM),
+    ("FailedCreate", "exceeded quota: q", row_status.QUOTA),
+    ("FailedMount", "timeout", row_status.STORAGE),
     ("Scheduled", "ok", None),
 ])
 def test_classify(reason: str, message: str, words: str | None) -> None:
-    assert dashboard.classify(reason, message) == words
+    assert row_status.classify(reason, message) == words
 
 
 def test_student_phase_is_the_worst_environment_and_times_are_kept() -> None:
@@ -190,7 +190,7 @@ def test_search_filter_sort_and_pages() -> None:
 def test_bad_query_parameters_fall_back_to_defaults(params: dict[str, str]) -> None:
     query = dashboard.Query.from_params(params)
     assert query.page >= 1 and query.sort in dashboard.SORTS
-    assert query.phase in ("", *dashboard.PHASE_FILTERS) and len(query.q) <= dashboard.MAX_QUERY
+    assert query.phase in ("", *dashboard.STATUS_FILTERS) and len(query.q) <= dashboard.MAX_QUERY
 
 
 def test_query_links_keep_the_view() -> None:
@@ -229,23 +229,40 @@ def test_slim_objects_keep_only_what_pages_read() -> None:
     assert "message" not in normal and normal["involvedObject"] == {"kind": "Pod", "name": "p"}
 
 
-@pytest.mark.parametrize(("q", "phase"), [("", "ready"), ("liddell", ""), ("carol b", ""), ("db", "starting"),
-                                          ("vscode", "suspended"), ("alice", "ready"), ("db", "ready"),
-                                          ("", "")])
-def test_the_dashboard_filter_and_course_wide_actions_pick_the_same_students(q: str, phase: str) -> None:
-    """"Suspend all" under a search must act on exactly the students the dashboard shows."""
+@pytest.mark.parametrize("q", ["", "liddell", "carol b", "db", "vscode", "alice"])
+@pytest.mark.parametrize("phase", ["", *row_status.STATUS_FILTERS])
+def test_course_wide_runs_take_exactly_the_environments_the_dashboard_lists(q: str, phase: str) -> None:
+    """Every Status filter value: "Suspend all" under a search acts on the environments shown, on
+    every page (the integration test, tests/web/pages/test_filter_truth.py, walks the real page)."""
+    rows = class_rows()
+    query = dataclasses.replace(dashboard.Query.from_params({"q": q, "phase": phase}), per_page=2)
+    listed: set[str] = set()
+    for page in range(1, dashboard.select(rows, query).pages + 1):  # every page, two students each
+        shown = dashboard.select(rows, dataclasses.replace(query, page=page))
+        listed |= {e.name for r in shown.rows for e in r.environments}
+        assert shown.matched_environments == len({e.name for r in dashboard.matching(rows, query)
+                                                  for e in r.environments})
+    chosen = selection.from_rows(dashboard.matching(rows, query))
+    assert {t.name for t in chosen.targets + chosen.skipped} == listed
+    if phase:
+        assert {t.phase for t in chosen.targets} <= {row_status.STATUS_FILTERS[phase]}
 
-    userlands = [userland("alice", annotations={slim.ANNOTATION_NAME: "Alice Liddell"}),
-                 userland("alice", "db", phase="Starting"),
-                 userland("bob", phase="Starting"),
-                 userland("carol", phase="Suspended", suspended=True,
-                          annotations={slim.ANNOTATION_SECTION: "B"})]
-    by_user: dict[str, list[dict[str, Any]]] = {}
-    for obj in userlands:
-        by_user.setdefault(obj["spec"]["user"], []).append(obj)
-    rows = [dashboard.student_row(login, objs, [dashboard.environment(o, TEMPLATES.get(o["spec"]["template"]))
-                                                for o in objs]) for login, objs in by_user.items()]
-    query = dashboard.Query.from_params({"q": q, "phase": phase})
-    shown = {r.login for r in dashboard.select(rows, query).rows}
-    acted = {t.login for t in selection.select(userlands, whole_course=True, q=q, phase=phase).targets}
-    assert shown == acted
+
+@pytest.mark.parametrize("value", ["pending", "idle", "Ready", " ready", "x"])
+def test_an_unknown_status_filter_is_an_error_for_actions_and_a_notice_for_the_page(value: str) -> None:
+    with pytest.raises(row_status.UnknownFilter):
+        row_status.filter_phase(value)
+    query = dashboard.Query.from_params({"phase": value})
+    assert query.phase == "" and query.unknown_phase == value
+
+
+def test_filters_pick_environments_not_students() -> None:
+    """Under Ready, a student's other environments (asleep, suspended) are not listed."""
+    alice = [userland("alice"), userland("alice", "db", phase="Idle", reason="Asleep"),
+             userland("alice", "demo", phase="Suspended", suspended=True)]
+    envs = [dashboard.environment(u, TEMPLATES.get(u["spec"]["template"])) for u in alice]
+    row = dashboard.student_row("alice", alice, envs)
+    picked = dashboard.select([row], dashboard.Query.from_params({"phase": "ready"}))
+    assert [e.name for r in picked.rows for e in r.environments] == ["vscode-alice"]
+    assert picked.rows[0].phase == "Ready"  # the row's own status follows what it shows
+    assert (picked.matched, picked.matched_environments, picked.environments) == (1, 1, 3)

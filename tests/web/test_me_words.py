@@ -46,7 +46,18 @@ CASES = {
     "quota": ("Terminal", "Your course has no room left for it right now."),
     "sleep": ("Editor", "Asleep after a while without use; it wakes when opened."),
     "gone": ("gone", "Your course has not finished setting it up."),
+    # The operator's contract (issue 16): a final Pod reason or a bounded wait makes it Failed at
+    # once, with the Pod's reason as the Ready condition's reason and a message in words.
+    "noprog": ("Notebook 2", "Its program is not installed here. It cannot start"),
+    "slow": ("Slow app", "It did not start in time. It cannot start"),
+    "crash": ("Crasher", "It keeps stopping as it starts."),
+    # Suspended on purpose while its Template is missing: paused, not "waiting".
+    "held": ("held", "Suspended Paused by your course staff."),
 }
+FAILED = {"noprog": ("ProgramNotInstalled", "code-server is not installed here: run `make local-apps`"),
+          "slow": ("StartTimeout", "not ready after 10 minutes"),
+          "crash": ("CrashLoopBackOff", "back-off 5m0s restarting failed container")}
+MISSING = ("gone", "held")
 
 
 def template_body(name: str, display: str) -> dict[str, Any]:
@@ -57,10 +68,14 @@ def template_body(name: str, display: str) -> dict[str, Any]:
 
 def status_for(case: str, template: dict[str, Any] | None, namespace: str) -> dict[str, Any]:
     """What the operator writes for alice's Userland of this case's Template."""
+    if case in FAILED:
+        reason, message = FAILED[case]
+        return {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "reason": reason,
+                                                   "message": message, "lastTransitionTime": NOW}]}
     userland = Userland.from_object({"metadata": {"name": f"{case}-alice", "namespace": namespace,
                                                   "generation": 1},
                                      "spec": {"user": "alice", "template": case,
-                                              "suspended": case == "pause"}})
+                                              "suspended": case in ("pause", "held")}})
     parsed = Template.from_object(template) if template is not None else None
     deployment: Any = None
     problem: Problem | None = None
@@ -80,8 +95,8 @@ def status_for(case: str, template: dict[str, Any] | None, namespace: str) -> di
         mine["spec"]["routing"] = {"host": "older.example.edu"}
         conflicts.recompute([older, mine])
         problem = conflicts.userland_problem(namespace, "clash", "Python")
-    elif case == "gone":
-        problem = Problem("TemplateNotFound", f"Template 'gone' not found in namespace '{namespace}'; it "
+    elif case in MISSING:
+        problem = Problem("TemplateNotFound", f"Template '{case}' not found in namespace '{namespace}'; it "
                           "will start when the Template is created", phase="Pending")
     status = userland_status(userland, parsed, deployment, problem, public_url="http://userland.test",
                              now=NOW)
@@ -104,11 +119,11 @@ async def client(aiohttp_client: Callable[[web.Application], Awaitable[Client]],
     await make_course(kube, namespace, title="CS 101")
     for case, (display, _) in CASES.items():
         template = None
-        if case != "gone":
+        if case not in MISSING:
             template = await kube.create(TEMPLATES, namespace, template_body(case, display))
         await kube.create(USERLANDS, namespace, {
             "apiVersion": naming.API_VERSION, "kind": "Userland", "metadata": {"name": f"{case}-alice"},
-            "spec": {"user": "alice", "template": case, "suspended": case == "pause"}})
+            "spec": {"user": "alice", "template": case, "suspended": case in ("pause", "held")}})
         await kube.merge_patch(USERLANDS, namespace, f"{case}-alice",
                                {"status": status_for(case, template, namespace)}, subresource="status")
     await kube.create(EVENTS, namespace, warning(namespace, "Pod", "pulls-alice-5d8f9c-x7k2p", "Failed",
@@ -132,4 +147,6 @@ async def test_my_environments_in_every_state_are_in_plain_words(client: Client)
         assert item is not None, case
         text = visible_text(item.group(1))
         assert display in text and words in text, (case, text)
+        if case in FAILED:  # never "Starting", whatever the Pod still says
+            assert f"{display} Failed for" in text, text
     assert jargon_in(body) == [], visible_text(body)

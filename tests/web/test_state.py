@@ -17,7 +17,7 @@ import pytest
 from tests.web.support import add_userland, eventually, make_course, set_phase
 from userland.local.controlplane import ControlPlane
 from userland.platform.kube import EVENTS, NAMESPACES, AlreadyExists, KubeClient, Resource
-from userland.web import dashboard, state
+from userland.web import row_status, state
 from userland.web.notifier import EVERYTHING
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
@@ -89,7 +89,7 @@ async def test_changes_reach_subscribers_coalesced_with_plain_words(
             "involvedObject": {"kind": "Pod", "name": "ide-s08-5d4f8c7b9-x2x7q", "namespace": namespace},
             "source": {"component": "kubelet"}})
         env = await eventually(lambda: (e := watch.row("s08").environments[0]).problems and e)  # type: ignore[union-attr]
-        assert env.reason == dashboard.CRASH and "Back-off restarting" in env.problems[0].detail
+        assert env.reason == row_status.CRASH and "Back-off restarting" in env.problems[0].detail
 
 
 async def _ensure(kube: KubeClient, resource: Resource, body: dict[str, object]) -> None:

@@ -70,6 +70,27 @@
     });
   }
 
+  // "Select all": every environment listed on this page (hidden without JavaScript).
+  var selectAll = document.getElementById("select-all");
+  function boxes() { return table.querySelectorAll("input[type=checkbox][name=names]"); }
+  function syncSelectAll() {
+    if (!selectAll) { return; }
+    var all = boxes(), ticked = 0;
+    for (var i = 0; i < all.length; i++) { if (all[i].checked) { ticked++; } }
+    selectAll.checked = all.length > 0 && ticked === all.length;
+    selectAll.indeterminate = ticked > 0 && ticked < all.length;
+  }
+  if (selectAll) {
+    selectAll.hidden = false;
+    selectAll.addEventListener("change", function () {
+      Array.prototype.forEach.call(boxes(), function (box) { box.checked = selectAll.checked; });
+      selectAll.indeterminate = false;
+    });
+    table.addEventListener("change", function (event) {
+      if (event.target && event.target.name === "names") { syncSelectAll(); }
+    });
+  }
+
   source.addEventListener("rows", function (event) {
     var data;
     try { data = JSON.parse(event.data); } catch (e) { return; }
@@ -107,9 +128,11 @@
     if (empty) { empty.hidden = data.order.length > 0; }
     updateCounts(data);
     if (showing) {
-      showing.textContent = "Showing " + data.order.length + " of " + data.matched + " matching student" +
-        (data.matched === 1 ? "" : "s") + ".";
+      showing.textContent = "Showing " + data.environments + " of " + data.matched_environments + " " +
+        (data.filtered ? "matching " : "") + "environment" + (data.matched_environments === 1 ? "" : "s") +
+        " (" + data.order.length + " of " + data.matched + " student" + (data.matched === 1 ? "" : "s") + ").";
     }
+    syncSelectAll();
     restoreFocus(focus);
   });
 }());

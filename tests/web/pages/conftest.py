@@ -10,6 +10,7 @@ import pytest
 import redis.asyncio
 
 from tests.web.course_support import apply_rbac, web_client
+from tests.web.pages import class_states
 from tests.web.pages.support import (
     PAGES_TEST_DB,
     ROLEBINDINGS,
@@ -70,3 +71,11 @@ def web_ui(aiohttp_client: Any, kube: KubeClient, web_kube: KubeClient, namespac
     return start
 
 
+
+
+@pytest.fixture
+async def mixed_class(kube: KubeClient, namespace: str, web_ui: AppFactory) -> AsyncIterator[Browserless]:
+    """The test's namespace as a course with one environment in every state (class_states.CLASS),
+    and its instructor's requests, once the web UI's cache has all of it."""
+    async for teacher in class_states.mixed_class(kube, namespace, web_ui):
+        yield teacher

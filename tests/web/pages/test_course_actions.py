@@ -158,6 +158,9 @@ async def test_suspend_one_runs_at_once_suspend_many_asks_first(kube: KubeClient
     assert status == 200 and "Suspend 2 environments" in page and "files are kept" in page
     assert (await kube.get(USERLANDS, namespace, names[1]))["spec"].get("suspended") is not True
     status, page = await teacher.post(ACTIONS.format(namespace), {"action": "resume", "scope": "all"})
+    assert status == 200 and "Resume 2 environments" in page  # course-wide: it lists them first
+    status, page = await teacher.post(ACTIONS.format(namespace), {"action": "resume", "scope": "all",
+                                                                  "confirmed": "yes", "names": names})
     assert status == 200 and outcome_set(page) == {"resumed", "unchanged"}
     assert (await kube.get(USERLANDS, namespace, names[0]))["spec"]["suspended"] is False
 
@@ -199,8 +202,13 @@ async def test_a_filtered_course_wide_start_touches_only_the_matches(kube: KubeC
     for name in names:
         await kube.merge_patch(USERLANDS, namespace, name, {"spec": {"suspended": True}})
     as_user = await web_ui()
-    status, page = await as_user(INSTRUCTOR).post(ACTIONS.format(namespace), {
-        "action": "start", "scope": "all", "q": "ali"})
+    teacher = as_user(INSTRUCTOR)
+    status, page = await teacher.post(ACTIONS.format(namespace),
+                                      {"action": "start", "scope": "all", "q": "ali"})
+    assert status == 200 and "Start 1 environment?" in page, page[-1500:]
+    status, page = await teacher.post(ACTIONS.format(namespace), {
+        "action": "start", "scope": "all", "q": "ali", "confirmed": "yes", "names": names[0],
+        "resume_suspended": "yes"})  # staff suspended them: resuming is chosen on the confirmation
     assert status == 200, page
     assert outcomes(page) == [("alice", "Vscode", "started")]
     assert (await kube.get(USERLANDS, namespace, names[0]))["spec"]["suspended"] is False
@@ -222,7 +230,9 @@ async def test_actions_are_audited_on_the_audit_page_and_as_events(kube: KubeCli
     assert status == 200
     table = page[page.index("<tbody>"):]
     assert table.index("Restarted") < table.index("Added students")  # newest first
-    assert "ta1" in page and "teacher" in page and "alice, bob" in page
+    # Which environment each entry touched, not only whose.
+    assert "ta1" in page and "teacher" in page and "alice (Vscode), bob (Vscode)" in page
+    assert "bob (Vscode)</td>" in table[:table.index("Added students")]
     status, page = await teacher.get(f"/courses/{namespace}/audit?actor=ta1")
     table = page[page.index("<tbody>"):]
     assert "Restarted" in table and "Added students" not in table

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from userland.platform import storage_words
 from userland.web import selection
 from userland.web.courses import Course
 
@@ -27,22 +28,43 @@ CLASS = [
 ]
 
 
+RETAIN = storage_words.for_staff("remove", "retain")
+DELETE = storage_words.for_staff("remove", "delete")
+NONE = storage_words.for_staff("remove", "none")
+UNKNOWN = storage_words.for_staff("remove", "unknown")
+
+
 @pytest.mark.parametrize(("template", "action", "sentence"), [
-    ({"spec": {"storage": {"size": "1Gi", "reclaimPolicy": "Retain"}}}, "remove", selection.STORAGE_RETAIN),
-    ({"spec": {"storage": {"size": "1Gi"}}}, "remove", selection.STORAGE_RETAIN),  # the CRD's default
-    ({"spec": {"storage": {"size": "1Gi", "reclaimPolicy": "Delete"}}}, "remove", selection.STORAGE_DELETE),
-    ({"spec": {}}, "remove", selection.STORAGE_NONE),
-    (None, "remove", selection.STORAGE_UNKNOWN),
-    ({"spec": {"storage": {"reclaimPolicy": "Delete"}}}, "suspend", selection.SUSPEND_KEEPS),
+    ({"spec": {"storage": {"size": "1Gi", "reclaimPolicy": "Retain"}}}, "remove", RETAIN),
+    ({"spec": {"storage": {"size": "1Gi"}}}, "remove", RETAIN),  # the CRD's default
+    ({"spec": {"storage": {"size": "1Gi", "reclaimPolicy": "Delete"}}}, "remove", DELETE),
+    ({"spec": {}}, "remove", NONE),
+    (None, "remove", UNKNOWN),
+    ({"spec": {"storage": {"reclaimPolicy": "Delete"}}}, "suspend",
+     storage_words.for_staff("suspend", "delete")),
+    # Suspending or restarting one that keeps no files loses them: the page says so, not "kept".
+    ({"spec": {}}, "suspend", storage_words.for_staff("suspend", "none")),
+    ({"spec": {}}, "restart", storage_words.for_staff("restart", "none")),
 ])
 def test_storage_sentence_follows_the_reclaim_policy(template: Any, action: Any, sentence: str) -> None:
     assert selection.storage_sentence(template, action) == sentence
 
 
 def test_what_asks_first_and_what_it_needs() -> None:
-    assert selection.needs_confirmation("remove", 1)
-    assert selection.needs_confirmation("suspend", 2) and not selection.needs_confirmation("suspend", 1)
-    assert not selection.needs_confirmation("restart", 500) and not selection.needs_confirmation("start", 500)
+    one = [selection.Target("a", "a", "t", "Ready")]
+    two = [selection.Target(x, x, "t", "Ready") for x in "ab"]
+    ask = selection.needs_confirmation
+    assert ask("remove", one, whole_course=False, may_resume=True)
+    assert ask("suspend", two, whole_course=False, may_resume=True)
+    assert not ask("suspend", one, whole_course=False, may_resume=True)
+    assert not ask("restart", two * 250, whole_course=False, may_resume=True)
+    assert not ask("start", two * 250, whole_course=False, may_resume=True)
+    for action in selection.COURSE_ACTIONS:  # a course-wide run always lists what it touches first
+        assert ask(action, [], whole_course=True, may_resume=False)
+    suspended = [selection.Target("a", "a", "t", "Suspended")]
+    assert ask("start", suspended, whole_course=False, may_resume=True)  # resuming is chosen there
+    assert not ask("start", suspended, whole_course=False, may_resume=False)  # an assistant's: left suspended
+    assert selection.is_course_wide(two) and not selection.is_course_wide(one + one)
     assert selection.permission_for("remove", True) == "remove_all"
     assert selection.permission_for("resume", True) == "start_all"
     assert selection.permission_for("restart", False) == "restart"
@@ -65,26 +87,17 @@ def test_names_outside_the_course_or_malformed_are_missing() -> None:
     assert chosen.missing == ("other-ns-x", "../x", "vscode-gone", "y" * 80)
 
 
-@pytest.mark.parametrize(("q", "phase", "names"), [
-    ("", "", ["mariadb-bob", "vscode-alice", "vscode-bob"]),
-    ("ALICE", "", ["vscode-alice"]),
-    ("liddell", "", ["vscode-alice"]),
-    ("example.edu", "", ["mariadb-bob", "vscode-bob"]),  # bob's email, from one of his Userlands
-    ("bob mariadb", "", ["mariadb-bob"]),  # every word: the student and the Template
-    ("liddell a", "", ["vscode-alice"]),
-    ("liddell b", "", []),
-    ("", "failed", ["vscode-bob"]),  # not bob's healthy mariadb
-    ("bob", "ready", ["mariadb-bob"]),
-    ("", "nonsense", ["mariadb-bob", "vscode-alice", "vscode-bob"]),
-])
-def test_whole_course_filter_matches_the_dashboards(q: str, phase: str, names: list[str]) -> None:
-    chosen = selection.select(CLASS, whole_course=True, q=q, phase=phase)
-    assert sorted(t.name for t in chosen.targets) == names and chosen.missing == ()
-
-
 def test_storage_groups_per_template() -> None:
-    chosen = selection.select(CLASS, whole_course=True)
+    chosen = selection.select(CLASS, ["vscode-alice", "vscode-bob", "mariadb-bob"])
     templates = {"vscode": {"spec": {"displayName": "VS Code", "storage": {"reclaimPolicy": "Delete"}}}}
     groups = selection.storage_groups(chosen.targets, templates, "remove")
     assert [(g.title, g.sentence, len(g.targets)) for g in groups] == [
-        ("mariadb", selection.STORAGE_UNKNOWN, 1), ("VS Code", selection.STORAGE_DELETE, 2)]
+        ("mariadb", UNKNOWN, 1), ("VS Code", DELETE, 2)]
+
+
+def test_start_groups_say_what_start_does_to_each() -> None:
+    targets = [selection.Target(p.lower(), p.lower(), "t", p) for p in
+               ("Idle", "Suspended", "Ready", "Starting", "Failed", "Pending")]
+    groups = {g.key: [t.name for t in g.targets] for g in selection.start_groups(targets)}
+    assert groups == {"wake": ["idle"], "suspended": ["suspended"], "running": ["ready", "starting"],
+                      "cannot": ["failed", "pending"]}
