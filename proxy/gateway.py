@@ -31,7 +31,13 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from userland.auth.origins import PLATFORM_COOKIES, port_suffix, request_origin, student_origin
+from userland.auth.origins import (
+    PLATFORM_COOKIES,
+    cookie_names,
+    port_suffix,
+    request_origin,
+    student_origin,
+)
 from userland.platform import identity, naming
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.sessions import SessionStoreUnavailable
@@ -39,7 +45,7 @@ from userland.platform.settings import Settings
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
 from userland.proxy.headers import upstream_request_header_list
-from userland.proxy.live import LiveConnections
+from userland.proxy.live import SESSION_DIGEST, LiveConnections, cookie_digest
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
 from userland.proxy.routes_cache import RoutingCache, UserlandState
@@ -100,6 +106,7 @@ class Gateway:
         self.origin_lookup = origin_lookup if origin_lookup is not None else session_lookup
         # Every platform cookie is stripped from what goes upstream and from what comes back.
         self.session_cookie = PLATFORM_COOKIES
+        self.cookie_names = cookie_names(settings.cookie_secure)  # the names this gateway reads
         self.metrics = metrics
         self.pages = Pages()
         public = urlsplit(settings.public_url)
@@ -373,8 +380,17 @@ class Gateway:
         except SessionStoreUnavailable:
             return self.pages.unavailable()
         user = None if session is None else identity.for_audience(
-            session.login.lower(), identity.AUDIENCE_WEB, role=session.role, teams=session.teams)
+            session.login.lower(), identity.AUDIENCE_WEB, role=session.role, teams=session.teams,
+            session=self._session_id(request))
         return await self.forward(request, self.settings.web_url, user)
+
+    def _session_id(self, request: web.Request) -> str:
+        """The signed-in session's id for the web UI (its form tokens end with the session): from
+        the digest of the cookie it was found with (the session cache marks it)."""
+        digest = request.get(SESSION_DIGEST)
+        if digest is None:  # no session cache (tests of the proxy core)
+            digest = cookie_digest(request.cookies.get(self.cookie_names.session, ""))
+        return identity.session_id(digest, self.settings.identity_secret)
 
     async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
         """Create the Userland; None when done (or already there), else an error page."""
