@@ -2,7 +2,8 @@
 
 Routes: `/auth/login`, `/auth/callback`, `/auth/logout` (GET confirm page, POST sign out),
 `/auth/handoff` and `/auth/signed-out` (student origins, auth/handoff.py),
-`/auth/verify` (forward-auth), `/auth/admin/bindings/{login}` (+ `/clear`), and
+`/auth/verify` (forward-auth; the gateway mounts it on its internal listener instead),
+`/auth/admin/bindings/{login}` (+ `/clear`), and
 `/auth/dev-login` only when `settings.dev_login` is on.
 """
 
@@ -65,9 +66,12 @@ def _no_hosts() -> set[str]:
 
 
 def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio.Redis,
-               store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts) -> AuthContext:
+               store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts,
+               forward_auth: bool = True) -> AuthContext:
     """Add the auth routes to `app`, and its own GitHub HTTP client to `app.cleanup_ctx`.
-    `template_hosts()`: the hosts Template routes own now (the gateway's routing table)."""
+    `template_hosts()`: the hosts Template routes own now (the gateway's routing table).
+    `forward_auth=False` leaves `/auth/verify` out (the gateway serves it on its internal
+    listener only: `session_routes.verify`)."""
     auth = AuthContext(settings=settings, store=store, states=OAuthStateStore(redis),
                        bindings=LoginBindings(redis),
                        origin_sessions=OriginSessions(redis, settings.session_ttl_seconds),
@@ -88,7 +92,8 @@ def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio
     app.router.add_post("/auth/logout", session_routes.logout)
     app.router.add_get(handoff.HANDOFF_ROUTE, handoff.handoff)
     app.router.add_get(handoff.SIGNED_OUT_ROUTE, handoff.signed_out)
-    app.router.add_get("/auth/verify", session_routes.verify)
+    if forward_auth:
+        app.router.add_get("/auth/verify", session_routes.verify)
     app.router.add_get("/auth/admin/bindings/{login}", admin.get_binding)
     app.router.add_post("/auth/admin/bindings/{login}/clear", admin.clear_binding)
     if settings.dev_login:

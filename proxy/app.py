@@ -1,7 +1,9 @@
 """`create_app(settings)`: the gateway as an aiohttp application.
 
 Dispatch (a middleware, so it sees every request before the router's choice counts). First,
-on every host: a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
+on every host: a request whose target is not a path (the absolute form `GET http://host/x`,
+which would otherwise name the host instead of the Host header, `*`, an authority) or that has
+no Host is a 400; a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
 Origin is not the request's own origin is refused with a 403 (auth/origins.py says exactly
 when). Then, by Host:
 1. the platform's own host (host of USERLAND_PUBLIC_URL): `/auth/...` the auth routes; with
@@ -11,10 +13,12 @@ when). Then, by Host:
    student's own origin;
 3. a student's origin (`alice.ide.example.edu`): `/__userland/...` the gateway's own endpoints
    (proxy/origins.py), anything else alice's environment, for alice only;
-4. an internal host (an IP address, a name without dots, `*.svc[.<cluster domain>]`: the pod
-   address, probes, Prometheus, ingress forward-auth): `/healthz`, `/metrics`, `/auth/verify`;
-5. anything else: 404. So /metrics and the auth routes answer on no public or unknown host.
+4. anything else: 404.
 Everything the gateway answers itself carries the pages' security headers (proxy/pages.py).
+
+Health, metrics and forward-auth (`/healthz`, `/metrics`, `/auth/verify`) are not on this app at
+all, whatever the Host: `create_internal_app` serves them on a listener of their own
+(`USERLAND_INTERNAL_LISTEN`), which only probes, Prometheus and an ingress controller reach.
 
 Resources (Kubernetes client, watches, Redis client, the pooled upstream client) are opened
 and closed in `cleanup_ctx`; the app does not start serving before its watches have synced.
@@ -33,6 +37,7 @@ from typing import Any
 import redis.asyncio
 from aiohttp import web
 
+from userland.auth.context import AUTH
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import (
     OWN_PATH_PREFIX,
@@ -42,6 +47,7 @@ from userland.auth.origins import (
     split_student_host,
 )
 from userland.auth.routes import current_session, setup_auth
+from userland.auth.session_routes import verify
 from userland.platform.kube import KubeClient
 from userland.platform.routes import platform_host_of
 from userland.platform.sessions import RedisSessionStore, SessionStore, SessionStoreUnavailable
@@ -53,7 +59,7 @@ from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
 from userland.proxy.pages import OWN_RESPONSE_HEADERS
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import host_route_for, is_internal_host, prefix_route_for, request_host
+from userland.proxy.routing import host_route_for, prefix_route_for, request_host
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
 from userland.proxy.upstream import make_client_session
 from userland.proxy.websocket import is_websocket_upgrade
@@ -64,8 +70,8 @@ GATEWAY = web.AppKey("gateway", Gateway)
 SESSION_CACHE = web.AppKey("session_cache", SessionCache)
 ORIGIN_SESSION_CACHE = web.AppKey("origin_session_cache", SessionCache)
 ORIGIN_ENDPOINTS = web.AppKey("origin_endpoints", OriginEndpoints)
-# What an internal host (pod address, Service name) answers: probes, metrics, forward-auth.
-INTERNAL_PATHS = frozenset({"/healthz", "/metrics", "/auth/verify"})
+# The public app, as the internal app (health, metrics, forward-auth) reads it.
+PUBLIC_APP = web.AppKey("public_app", web.Application)
 
 # For AppRunner / TestServer.start_server: bodies pass through byte for byte (a gzip upload
 # stays gzip), a client that goes away cancels its upstream request, and the access log is
@@ -130,7 +136,9 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         return set() if gateway is None else set(gateway.routes.routes.hosts)
 
     if mount_auth:
-        setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts)
+        # Forward-auth is served by the internal app, never on the public listener.
+        setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
+                   forward_auth=False)
         if session_lookup is None:
             lookup = current_session
     if session_cache_ttl > 0:
@@ -144,8 +152,6 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         app.cleanup_ctx.append(origin_cache.running)
         origin_lookup = origin_cache
 
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_page)
     app.router.add_route("*", "/{tail:.*}", not_found)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
@@ -207,6 +213,13 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) -> web.StreamResponse:
+    # The route comes from the Host header only: an absolute-form target (aiohttp would take its
+    # host instead), `*` or an authority is no request for an origin server; no Host, nothing
+    # to route by (HTTP/1.0 without one would get the listening address as its host).
+    if not request.raw_path.startswith("/") or not request.headers.get("Host"):
+        log.info("request refused: target or Host", extra={"event": "gateway.bad_target",
+                                                            "client": request.remote or ""})
+        return gateway.pages.error(400, "Bad request", "This request cannot be served.")
     here = request_origin(gateway.proto, request.host)
     refusal = cross_site_refusal(request.method, request.headers, here,
                                  websocket=is_websocket_upgrade(request))
@@ -240,8 +253,6 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
         if route is None:
             return gateway.pages.not_found()
         return await gateway.handle_template(request, route, owner=owner)
-    if path in INTERNAL_PATHS and is_internal_host(host, gateway.settings.cluster_domain):
-        return await handler(request)
     return gateway.pages.not_found()
 
 
@@ -260,15 +271,36 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     return await handler(request)
 
 
+def create_internal_app(app: web.Application) -> web.Application:
+    """Health, metrics and forward-auth of the gateway `app`, for a listener of their own
+    (`USERLAND_INTERNAL_LISTEN`: probes, Prometheus, an ingress controller's auth-url), so no
+    request to the public listener can reach them, whatever its Host or request target says.
+    Every Host is served here: the listener itself is the boundary."""
+    internal = web.Application()
+    internal[PUBLIC_APP] = app
+    if AUTH in app:  # /auth/verify reads the platform cookie through the gateway's auth context
+        internal[AUTH] = app[AUTH]
+        internal.router.add_get("/auth/verify", verify)
+    internal.router.add_get("/healthz", healthz)
+    internal.router.add_get("/metrics", metrics_page)
+    return internal
+
+
+def _public_gateway(request: web.Request) -> Gateway | None:
+    return request.app[PUBLIC_APP].get(GATEWAY)
+
+
 async def healthz(request: web.Request) -> web.Response:
-    gateway = request.app[GATEWAY]
-    if not gateway.routes.synced:
+    gateway = _public_gateway(request)
+    if gateway is None or not gateway.routes.synced:
         return web.Response(status=503, text="routing data not synced\n")
     return web.Response(text="ok\n")
 
 
 async def metrics_page(request: web.Request) -> web.Response:
-    gateway = request.app[GATEWAY]
+    gateway = _public_gateway(request)
+    if gateway is None:
+        return web.Response(status=503, text="starting\n")
     return web.Response(body=gateway.metrics.render(),
                         headers={"Content-Type": gateway.metrics.content_type})
 

@@ -172,22 +172,6 @@ def prefix_route_for(path: str, table: RouteTable) -> TemplateRoute | None:
     return _first_prefix(table.prefixes, path)
 
 
-def is_internal_host(host: str, cluster_domain: str) -> bool:
-    """A host only probes, Prometheus and forward-auth use: an IP address (the pod's), a name
-    without dots (`localhost`, a Service's short name) or a cluster name (`*.svc`,
-    `*.svc.<cluster domain>`). A public-looking name (including a DNS-rebinding attacker's)
-    is not."""
-    bare = host.strip("[]")
-    try:
-        ipaddress.ip_address(bare)
-        return True
-    except ValueError:
-        pass
-    if not bare or "." not in bare:
-        return bool(bare)
-    return bare.endswith(".svc") or bare.endswith(f".svc.{cluster_domain}")
-
-
 UpstreamMode = Literal["clusterip", "dns", "local"]
 
 

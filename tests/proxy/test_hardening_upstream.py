@@ -20,7 +20,7 @@ import pytest
 
 from userland.local.controlplane import free_port
 
-from .conftest import IDE_HOST, EchoFactory, GatewayFactory, Origins, World, origin_cookie
+from .conftest import IDE_HOST, EchoFactory, GatewayFactory, InternalOf, Origins, World, origin_cookie
 
 ALICE_HOST = f"alice.{IDE_HOST}"  # alice's own origin
 
@@ -69,7 +69,7 @@ PLANTS = [
 @pytest.mark.parametrize("set_cookie", PLANTS)
 async def test_invalid_header_bytes_give_a_502_page_never_a_planted_cookie(
         world: World, gateway_factory: GatewayFactory, origins: Origins, raw_upstream: RawUpstream,
-        set_cookie: bytes) -> None:
+        set_cookie: bytes, internal_of: InternalOf) -> None:
     upstream = await raw_upstream(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nSet-Cookie: " + set_cookie
                                   + b"\r\n\r\nok")
     await _environment(world, upstream)
@@ -79,7 +79,7 @@ async def test_invalid_header_bytes_give_a_502_page_never_a_planted_cookie(
     assert resp.status == 502
     assert "Set-Cookie" not in resp.headers
     assert "Traceback" not in await resp.text()
-    metrics = await gw.get("/metrics", headers={"Host": "127.0.0.1"})
+    metrics = await (await internal_of(gw)).get("/metrics")
     assert 'userland_gateway_upstream_errors_total{kind="invalid"' in await metrics.text()
 
 
