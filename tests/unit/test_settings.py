@@ -100,7 +100,8 @@ def test_gateway_limits_refuse_bad_values_with_one_line(name: str, value: str, m
 
 def test_the_internal_listener_has_a_default_and_parses() -> None:
     assert Settings.from_env({}).internal_listen == "0.0.0.0:8081"
-    assert Settings.from_env({"USERLAND_INTERNAL_LISTEN": "127.0.0.1:9100"}).internal_listen == "127.0.0.1:9100"
+    given = Settings.from_env({"USERLAND_INTERNAL_LISTEN": "127.0.0.1:9100"})
+    assert given.internal_listen == "127.0.0.1:9100"
     assert split_listen("[::]:8081") == ("::", 8081) and split_listen(":8081") == ("0.0.0.0", 8081)
     for bad in ("8081", "host:port", "0.0.0.0:70000", "0.0.0.0:"):
         with pytest.raises(SettingsError) as caught:
