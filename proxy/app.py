@@ -5,7 +5,8 @@ on every host: a request whose target is not a path (the absolute form `GET http
 which would otherwise name the host instead of the Host header, `*`, an authority) or that has
 no Host is a 400; a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
 Origin is not the request's own origin is refused with a 403 (auth/origins.py says exactly
-when). Then, by Host:
+when); a request carrying a platform cookie twice (one planted for a parent domain) is a 400
+page that says how to recover (proxy/repeated_cookies.py). Then, by Host:
 1. the platform's own host (host of USERLAND_PUBLIC_URL): `/auth/...` the auth routes; with
    USERLAND_ALLOW_PATH_ROUTES a path-prefix Template route; anything else the web UI
    (USERLAND_WEB_URL), with identity. It never serves an environment otherwise;
@@ -40,7 +41,9 @@ from aiohttp import web
 from userland.auth.context import AUTH
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import (
+    CLEAR_COOKIES_PATH,
     OWN_PATH_PREFIX,
+    PLATFORM_CLEAR_COOKIES_PATH,
     cookie_names,
     cross_site_refusal,
     request_origin,
@@ -230,6 +233,20 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
                                    "This request came from another site and was refused.")
     host = request_host(request.host)
     path = request.path
+    if path == (PLATFORM_CLEAR_COOKIES_PATH if host == gateway.public_host else CLEAR_COOKIES_PATH) \
+            and request.method == "GET":
+        return gateway.repeated_cookies.clear(request, host, secure=gateway.settings.cookie_secure)
+    repeated = gateway.repeated_cookies.check(request)
+    if repeated is not None:
+        log.info("request refused: a platform cookie twice", extra={
+            "event": "gateway.cookie_twice", "cookie": repeated, "host": host})
+        clear = PLATFORM_CLEAR_COOKIES_PATH if host == gateway.public_host else CLEAR_COOKIES_PATH
+        return gateway.pages.error(
+            400, "Your browser has two sign-in cookies for this site",
+            "One of them was not set by this site (a page from another address under this site "
+            "can set one), so neither is used. Clear this site's cookies to continue: the link "
+            "below does it, or your browser's settings for this site. You may be asked to sign in "
+            "again.", link_url=clear, link_text="Clear this site's cookies")
     table = gateway.routes.routes
     if host == gateway.public_host:
         if path.startswith("/auth/"):

@@ -48,6 +48,7 @@ from userland.proxy.headers import upstream_request_header_list
 from userland.proxy.live import SESSION_DIGEST, LiveConnections, cookie_digest
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
+from userland.proxy.repeated_cookies import RepeatedCookies
 from userland.proxy.routes_cache import RoutingCache, UserlandState
 from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
@@ -107,6 +108,8 @@ class Gateway:
         # Every platform cookie is stripped from what goes upstream and from what comes back.
         self.session_cookie = PLATFORM_COOKIES
         self.cookie_names = cookie_names(settings.cookie_secure)  # the names this gateway reads
+        # A request carrying one of them twice is refused (proxy/repeated_cookies.py).
+        self.repeated_cookies = RepeatedCookies(self.cookie_names)
         self.metrics = metrics
         self.pages = Pages()
         public = urlsplit(settings.public_url)

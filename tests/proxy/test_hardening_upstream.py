@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import WSServerHandshakeError
 
 from userland.local.controlplane import free_port
 
@@ -120,9 +121,9 @@ async def test_websocket_handshake_never_carries_a_platform_cookie_upstream(
     await world.environment("vscode", "alice", echo)
     gw = await gateway_factory()
     session = await origins.login("alice")
-    # A browser holding a cookie planted as `userland_origin\xff` sends it back with the raw byte.
-    raw = (f"app=1; userland_origin={session}; userland_origin\udcff={session}; "
-           f"userland_session\udcff={session}; __Host-userland_session=x")
+    # A browser holding a cookie planted as `userland_session\xff` sends it back with the raw byte
+    # (aiohttp's client writer drops it, so the gateway sees `userland_session`).
+    raw = f"app=1; userland_origin={session}; userland_session\udcff={session}; __Host-userland_session=x"
     async with gw.ws_connect("/ws", headers={"Host": ALICE_HOST, "Cookie": raw,
                                              "Origin": f"http://{ALICE_HOST}"}) as ws:
         await ws.send_str("hi")
@@ -130,6 +131,12 @@ async def test_websocket_handshake_never_carries_a_platform_cookie_upstream(
     seen = echo.ws_handshakes[-1]
     assert session not in str(seen)
     assert seen["cookie"] == "app=1"
+    # The origin cookie's own name twice (`userland_origin\xff` arrives as `userland_origin`) is
+    # refused outright (tests/proxy/test_attack_cookie_twice.py): nothing reaches the upstream.
+    with pytest.raises(WSServerHandshakeError) as refused:
+        await gw.ws_connect("/ws", headers={"Host": ALICE_HOST, "Origin": f"http://{ALICE_HOST}",
+                                            "Cookie": f"{raw}; userland_origin\udcff={session}"})
+    assert refused.value.status == 400 and len(echo.ws_handshakes) == 1
 
 
 # -- responses that end when the connection closes ---------------------------------------------
