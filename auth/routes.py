@@ -24,8 +24,8 @@ from userland.auth.github import GitHubOAuth
 from userland.auth.oauth_state import LoginRateLimiter, OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import PLATFORM_COOKIES
-from userland.auth.pages import unavailable_page
-from userland.platform.sessions import SessionStore, SessionStoreUnavailable
+from userland.auth.pages import busy_page, unavailable_page
+from userland.platform.sessions import SessionStore, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings, client_address
 
 __all__ = ["PLATFORM_COOKIES", "SESSION_COOKIE", "current_session", "setup_auth", "unavailable_page"]
@@ -46,19 +46,30 @@ def rate_limited(handler: Handler) -> Handler:
                                  request.config_dict[AUTH].settings.trusted_proxies)
         try:
             allowed = await request.config_dict[LOGIN_RATE].allow(address)
+        except SessionStoreBusy:
+            return busy_page()
         except SessionStoreUnavailable:
             return unavailable_page()
         if not allowed:
             log.info("login start refused: rate limit", extra={"event": "login.rate_limited",
                                                                "client": address})
-            response = pages.error_page(429, "Too many sign-in attempts",
-                                        "Too many sign-ins were started from your network. "
-                                        "Please wait a minute and try again.", retry_url="/auth/login")
-            response.headers["Retry-After"] = "60"
-            return response
+            return _too_many_logins()
         return await handler(request)
 
     return wrapper
+
+
+@functools.cache
+def _too_many_logins_page() -> str:
+    # Rendered once: a flood of login starts is answered with it thousands of times a second.
+    return pages.error_page(429, "Too many sign-in attempts",
+                            "Too many sign-ins were started from your network. "
+                            "Please wait a minute and try again.", retry_url="/auth/login").text or ""
+
+
+def _too_many_logins() -> web.Response:
+    return web.Response(status=429, text=_too_many_logins_page(), content_type="text/html",
+                        headers={**pages.NO_STORE, "Retry-After": "60"})
 
 
 def _no_hosts() -> set[str]:

@@ -40,7 +40,7 @@ from userland.auth.origins import (
 )
 from userland.platform import identity, naming
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
-from userland.platform.sessions import SessionStoreUnavailable
+from userland.platform.sessions import SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
@@ -255,6 +255,8 @@ class Gateway:
         (path routes, `owner` None)."""
         try:
             session = await (self.origin_lookup if owner is not None else self.session_lookup)(request)
+        except SessionStoreBusy:
+            return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
         if session is None:
@@ -380,6 +382,8 @@ class Gateway:
         """The platform's own host (not /auth/): the web UI, with the caller's identity if any."""
         try:
             session = await self._session(request)
+        except SessionStoreBusy:
+            return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
         user = None if session is None else identity.for_audience(

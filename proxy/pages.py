@@ -157,5 +157,11 @@ class Pages:
                           "Signing in cannot be checked right now. Try again in a moment.",
                           retry=True)
 
+    def busy(self) -> web.Response:
+        """This process could not get to the session store in time (a flood): this request only."""
+        return self.error(429, "Too many requests right now",
+                          "This site is very busy at the moment, or your network sent a great many "
+                          "requests. Try again in a moment.", retry=True)
+
     def not_found(self) -> web.Response:
         return self.error(404, "Not found", "Nothing is served at this address.")
