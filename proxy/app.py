@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio
 from aiohttp import web
@@ -49,14 +50,22 @@ from userland.auth.origins import (
     request_origin,
     split_student_host,
 )
-from userland.auth.routes import current_session, setup_auth
+from userland.auth.routes import setup_auth
 from userland.auth.session_routes import verify
 from userland.platform.kube import KubeClient
+from userland.platform.redis_pool import anonymous_client, connect_redis
 from userland.platform.routes import platform_host_of
-from userland.platform.sessions import RedisSessionStore, SessionStore, SessionStoreUnavailable
-from userland.platform.settings import Settings
+from userland.platform.sessions import (
+    RedisSessionStore,
+    Session,
+    SessionStore,
+    SessionStoreBusy,
+    SessionStoreUnavailable,
+)
+from userland.platform.settings import Settings, client_address
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
 from userland.proxy.activity import ActivityTracker
+from userland.proxy.connections import client_key
 from userland.proxy.gateway import FORWARDED, Gateway, SessionLookup
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
@@ -112,8 +121,9 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off."""
     app = web.Application(middlewares=[dispatch], handler_args={"max_field_size": 32768})
     owns_redis = redis_client is None
-    redis_conn = redis_client or redis.asyncio.from_url(
-        settings.redis_url, socket_timeout=2, socket_connect_timeout=2, health_check_interval=30)
+    # A pool that waits (bounded) when busy, with a bounded share for anonymous requests
+    # (platform/redis_pool.py): a flood of them is never taken for Redis being down.
+    redis_conn = redis_client or connect_redis(settings.redis_url)
 
     async def redis_lifetime(_: web.Application) -> AsyncIterator[None]:
         # First in, last out: the session caches' invalidation listeners (below) stop before
@@ -138,17 +148,19 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         gateway = holder.get("gateway")
         return set() if gateway is None else set(gateway.routes.routes.hosts)
 
+    auth = None
     if mount_auth:
         # Forward-auth is served by the internal app, never on the public listener.
-        setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
-                   forward_auth=False)
-        if session_lookup is None:
-            lookup = current_session
+        auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
+                          forward_auth=False)
     if session_cache_ttl > 0:
         cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
         app[SESSION_CACHE] = cache
         app.cleanup_ctx.append(cache.running)  # its invalidation channel (session_cache.py)
         lookup = cache
+        if auth is not None and session_lookup is None:
+            # The auth routes look platform sessions up the same way (the cache holds Sessions).
+            auth.session_lookup = cast(Callable[[web.Request], Awaitable[Session | None]], cache)
         origin_cache = SessionCache(origin_lookup, names.origin, ttl=session_cache_ttl,
                                     redis_client=redis_conn)
         app[ORIGIN_SESSION_CACHE] = origin_cache
@@ -193,12 +205,22 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     return app
 
 
+def _client_of(request: web.Request, trusted: tuple[str, ...]) -> str:
+    """Whose share of the Redis connections an anonymous request's work takes: the client's
+    address (through trusted proxies), an IPv6 /64 as one."""
+    return client_key(client_address(request.remote or "", request.headers.getall("X-Forwarded-For", []),
+                                     trusted))
+
+
 @web.middleware
 async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
     started = time.perf_counter()
     status = 500
     gateway.request_started()
+    # Anonymous until a session says otherwise (the session cache lifts it): its Redis work takes
+    # its client's bounded share (platform/redis_pool.py); the address is worked out only then.
+    anonymous_client(functools.partial(_client_of, request, gateway.settings.trusted_proxies))
     try:
         response = await _dispatch(gateway, request, handler)
         status = response.status
@@ -209,6 +231,11 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
         status = exc.status
         exc.headers.update(OWN_RESPONSE_HEADERS)
         raise
+    except SessionStoreBusy:
+        status = 429
+        response = gateway.pages.busy()
+        response.headers.update(OWN_RESPONSE_HEADERS)
+        return response
     finally:
         gateway.request_finished()
         # A WebSocket's "latency" would be its whole session: count it, keep it out of the histogram.
@@ -264,6 +291,8 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
         if path.startswith(OWN_PATH_PREFIX):
             try:
                 return await request.app[ORIGIN_ENDPOINTS].handle(request, here or "")
+            except SessionStoreBusy:
+                return gateway.pages.busy()
             except SessionStoreUnavailable:
                 return gateway.pages.unavailable()
         route = host_route_for(template_host, path, table)
