@@ -16,8 +16,6 @@ import time as _time
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-from aiohttp.web_request import BaseRequest
-from aiohttp.web_response import StreamResponse
 
 ACCESS_LOGGER = "userland.proxy.access"
 # Where the gateway leaves the login of a request (never the cookie or session id).
@@ -25,7 +23,7 @@ LOGIN_KEY = web.RequestKey("userland.login", str)
 
 
 class GatewayAccessLogger(AbstractAccessLogger):
-    def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         direct = _direct
         if direct is not None:  # the running server: the same JSON line, without a LogRecord
             direct.write_line(request.method, request.host, request.path, response.status,
