@@ -47,7 +47,6 @@ from userland.auth.origins import (
     PLATFORM_CLEAR_COOKIES_PATH,
     cookie_names,
     cross_site_refusal,
-    request_origin,
     split_student_host,
 )
 from userland.auth.routes import setup_auth
@@ -250,7 +249,7 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
         log.info("request refused: target or Host", extra={"event": "gateway.bad_target",
                                                             "client": request.remote or ""})
         return gateway.pages.error(400, "Bad request", "This request cannot be served.")
-    here = request_origin(gateway.proto, request.host)
+    here = gateway.origin_of(request.host)
     refusal = cross_site_refusal(request.method, request.headers, here,
                                  websocket=is_websocket_upgrade(request))
     if refusal is not None:

@@ -19,6 +19,7 @@ student on through the same handoff to their own origin.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import time
@@ -93,6 +94,14 @@ JUST_READY_SECONDS = 30.0
 # Set on a request whose response comes from an upstream (it keeps its own headers).
 FORWARDED = web.RequestKey("userland_forwarded", bool)
 
+# Worked out on every request otherwise; pure, and a process serves a bounded set of students.
+_service_name = functools.lru_cache(maxsize=8192)(naming.service_name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _env_identity(login: str) -> identity.Identity:
+    return identity.for_audience(login, identity.AUDIENCE_ENV)
+
 
 class Gateway:
     def __init__(self, settings: Settings, *, routes: RoutingCache, kube: KubeClient,
@@ -117,6 +126,7 @@ class Gateway:
         # The scheme clients use, as the deployment publishes it (TLS usually ends before us).
         self.proto = public.scheme or "http"
         self.port = port_suffix(settings.public_url)
+        self._origins: dict[str, str | None] = {}  # origin_of's memory
         self.websockets: set[WebSocketPair] = set()
         self.websocket_quota = WebSocketQuota(settings.max_websockets_per_user)
         # Forwarded requests by session: a session that ends closes them (proxy/live.py).
@@ -158,6 +168,20 @@ class Gateway:
 
     # -- helpers
 
+    def origin_of(self, host_header: str) -> str | None:
+        """`request_origin` for this gateway's scheme, remembered per Host value (a browser sends
+        the same few; parsing one cost a few microseconds on every request)."""
+        try:
+            return self._origins[host_header]
+        except KeyError:
+            pass
+        origin = request_origin(self.proto, host_header)
+        if len(host_header) <= 255:
+            if len(self._origins) >= 4096:
+                self._origins.clear()
+            self._origins[host_header] = origin
+        return origin
+
     def login_url(self, request: web.Request) -> str:
         original = f"{self.proto}://{request.host}{request.raw_path}"
         return f"{self.settings.public_url}/auth/login?next={quote(original, safe='')}"
@@ -171,7 +195,7 @@ class Gateway:
 
     def handoff_url(self, request: web.Request) -> str:
         """The platform's handoff for this request's origin, coming back to the same path."""
-        origin = request_origin(self.proto, request.host) or ""
+        origin = self.origin_of(request.host) or ""
         return f"{self.settings.public_url}/auth/handoff?" + urlencode(
             {"origin": origin, "next": request.raw_path})
 
@@ -209,7 +233,7 @@ class Gateway:
         headers = upstream_request_header_list(
             request.headers, user, secret=self.settings.identity_secret,
             client_ip=request.remote or "", proto=self.proto, host=request.host,
-            session_cookie=self.session_cookie, websocket=websocket,
+            session_cookie=self.session_cookie, websocket=websocket, raw=request.raw_headers,
         )
         owner = user.login if websocket and user is not None else None
         if owner is not None and not self.websocket_quota.acquire(owner):
@@ -217,15 +241,15 @@ class Gateway:
                                                                 "limit": self.websocket_quota.limit})
             return self.pages.error(429, "Too many open connections",
                                     "Close some tabs or windows of this environment and try again.")
+        tracked = self.live.add(request)
         try:
-            with self.live.track(request):
-                if websocket:
-                    return await forward_websocket(request, self.client,
-                                                   target_url(base_url, request.raw_path),
-                                                   CIMultiDict(headers), register=self._ws_opened,
-                                                   unregister=self._ws_closed, on_client_data=on_client_data)
-                return await forward_http(request, self.pool, base_url, headers,
-                                          session_cookie=self.session_cookie)
+            if websocket:
+                return await forward_websocket(request, self.client,
+                                               target_url(base_url, request.raw_path),
+                                               CIMultiDict(headers), register=self._ws_opened,
+                                               unregister=self._ws_closed, on_client_data=on_client_data)
+            return await forward_http(request, self.pool, base_url, headers,
+                                      session_cookie=self.session_cookie)
         except UpstreamError as err:
             self.metrics.upstream_error(err.kind)
             log.info("upstream failed", extra={"upstream": str(URL(base_url).origin()),
@@ -236,6 +260,8 @@ class Gateway:
                 return await on_refused()
             return self.pages.gateway_timeout() if err.kind == "timeout" else self.pages.bad_gateway()
         finally:
+            if tracked is not None:
+                self.live.discard(tracked, request)
             if owner is not None:
                 self.websocket_quota.release(owner)
 
@@ -271,7 +297,7 @@ class Gateway:
         request[LOGIN_KEY] = login
         if owner is not None:
             origin = getattr(session, "origin", None)
-            here = request_origin(self.proto, request.host)
+            here = self.origin_of(request.host)
             if login != owner or (origin is not None and origin != here):
                 assert route.host is not None
                 return self.pages.not_yours(login, self.own_origin(login, route.host) + "/")
@@ -312,8 +338,7 @@ class Gateway:
             async def on_refused() -> web.StreamResponse:
                 return await self._wait_page(request, userland, name, login, websocket=websocket,
                                              asleep=False)
-        return await self.forward(request, base, identity.for_audience(login, identity.AUDIENCE_ENV),
-                                  on_data, on_refused)
+        return await self.forward(request, base, _env_identity(login), on_data, on_refused)
 
     async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
                            name: str, login: str, *, websocket: bool) -> web.StreamResponse:
@@ -350,7 +375,7 @@ class Gateway:
     def environment_url(self, route: TemplateRoute, login: str) -> str | None:
         """Where `login`'s environment of `route` answers, from the watched Service (None: not
         there yet). Never from the request: the Service's name derives from the login."""
-        service_name = naming.service_name(route.template, login)
+        service_name = _service_name(route.template, login)
         service = self.routes.service(route.namespace, service_name)
         # The label check is defence in depth: the name is already derived from the login.
         if service is None or service.user != login:

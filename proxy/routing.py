@@ -19,6 +19,7 @@ Rules (documented in the gateway's README section of design.md):
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -82,8 +83,9 @@ class RouteTable:
     # every colliding Template (namespace/name) with its collisions, winners included
     collisions: Mapping[str, tuple[Collision, ...]] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def hosts(self) -> frozenset[str]:
+        # Asked twice per request: computed once per table (tables are rebuilt, never changed).
         return frozenset(self.by_host) | frozenset(self.host_prefixes)
 
 
@@ -175,6 +177,7 @@ def prefix_route_for(path: str, table: RouteTable) -> TemplateRoute | None:
 UpstreamMode = Literal["clusterip", "dns", "local"]
 
 
+@functools.lru_cache(maxsize=8192)  # per request otherwise; pure, and its inputs change rarely
 def upstream_url(mode: UpstreamMode, *, service: str, namespace: str, port: int,
                  cluster_domain: str, annotation: str | None, cluster_ip: str | None = None) -> str | None:
     """Base URL of a student's environment (no trailing slash), or None when not known yet.
