@@ -116,8 +116,9 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
                metrics: GatewayMetrics | None = None,
                session_cache_ttl: float = SESSION_CACHE_TTL) -> web.Application:
     """The gateway app. `kube` (not closed here) or `kubeconfig`; `session_lookup` replaces the
-    auth routes' `current_session` (tests of the proxy core); `mount_auth=False` leaves the
-    auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off."""
+    store lookups of both session kinds (tests of the proxy core); `mount_auth=False` leaves the
+    auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off, and
+    with it the negative cache and the known-cookie shortcut (tests only)."""
     app = web.Application(middlewares=[dispatch], handler_args={"max_field_size": 32768})
     owns_redis = redis_client is None
     # A pool that waits (bounded) when busy, with a bounded share for anonymous requests
