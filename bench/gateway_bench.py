@@ -590,8 +590,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def ratios(results: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
+def ratios(results: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     chp = results.get("chp")
     if not chp:
         return out
@@ -601,6 +601,17 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
             continue
         out[f"{name}_rps_vs_chp"] = round(gw["rps_median"] / chp["rps_median"], 2)
         out[f"{name}_p99_vs_chp"] = round(gw["p99_ms_median"] / chp["p99_ms_median"], 2)
+        # Round by round (each gateway round ran right after CHP's): the spread shows the noise
+        # of a shared machine, which the medians of each target alone hide.
+        per_round = [round(g / c, 2) for g, c in zip(gw["rps_runs"], chp["rps_runs"], strict=True)]
+        p99_rounds = [round(g / c, 2) for g, c in zip(gw["p99_ms_runs"], chp["p99_ms_runs"], strict=True)]
+        out[f"{name}_rps_vs_chp_by_round"] = per_round
+        out[f"{name}_rps_vs_chp_round_median"] = round(statistics.median(per_round), 2)
+        out[f"{name}_p99_vs_chp_by_round"] = p99_rounds
+        out[f"{name}_p99_vs_chp_round_median"] = round(statistics.median(p99_rounds), 2)
+        if gw["cpu_us_per_request"] and chp["cpu_us_per_request"]:
+            out[f"{name}_cpu_us_vs_chp"] = round(statistics.median(gw["cpu_us_per_request"])
+                                                 / statistics.median(chp["cpu_us_per_request"]), 2)
         if gw.get("ws_msgs_per_s") and chp.get("ws_msgs_per_s"):
             out[f"{name}_ws_vs_chp"] = round(gw["ws_msgs_per_s"] / chp["ws_msgs_per_s"], 2)
     return out
