@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import redis.asyncio
 import redis.exceptions
 
-from userland.platform.sessions import SessionStoreUnavailable
+from userland.platform.sessions import store_error
 
 BINDING_KEY_PREFIX = "userland:login-id:"
 
@@ -48,14 +48,14 @@ class LoginBindings:
             await self._redis.hsetnx(key, "bound_at", f"{time.time():.3f}")  # type: ignore[misc]
             bound = await self._redis.hget(key, "github_id")  # type: ignore[misc]
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
         return _text(bound) == str(github_id)
 
     async def get(self, login: str) -> Binding | None:
         try:
             fields = await self._redis.hgetall(_key(login))  # type: ignore[misc]
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
         values = {_text(k): _text(v) for k, v in fields.items()}
         try:
             return Binding(login=login.lower(), github_id=int(values["github_id"]),
@@ -68,5 +68,5 @@ class LoginBindings:
         try:
             removed = await self._redis.delete(_key(login))
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
         return bool(removed)

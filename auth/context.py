@@ -22,7 +22,7 @@ from userland.auth.oauth_state import OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import SESSION_COOKIE_BASE, CookieNames, cookie_names, port_suffix, student_origin
 from userland.auth.redirects import safe_next
-from userland.platform.sessions import Session, SessionStore, SessionStoreUnavailable
+from userland.platform.sessions import Session, SessionStore, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 # The session cookie's name on local http; `AuthContext.cookies.session` is the one in use.
 SESSION_COOKIE = SESSION_COOKIE_BASE
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SessionLookup = Callable[[web.Request], Awaitable[Session | None]]
 
 
 @dataclass
@@ -42,6 +43,9 @@ class AuthContext:
     # The hosts Template routes own (`ide.example.edu`); students' origins are their subdomains.
     template_hosts: Callable[[], set[str]]
     github: GitHubOAuth | None = None  # set while the application runs (cleanup_ctx)
+    # The gateway's session lookup (its cache, negative cache and anonymous share: proxy/
+    # session_cache.py), so that the auth routes look sessions up the way every request does.
+    session_lookup: SessionLookup | None = None
 
     @property
     def cookies(self) -> CookieNames:
@@ -108,11 +112,15 @@ def session_cookie_id(request: web.Request) -> str | None:
 
 
 async def current_session(request: web.Request) -> Session | None:
-    """The session of the request's platform cookie, or None; raises SessionStoreUnavailable."""
+    """The session of the request's platform cookie, or None; raises SessionStoreUnavailable
+    (or SessionStoreBusy)."""
+    auth = auth_context(request)
+    if auth.session_lookup is not None:
+        return await auth.session_lookup(request)
     cookie_id = session_cookie_id(request)
     if not cookie_id:
         return None
-    return await auth_context(request).store.load(cookie_id)
+    return await auth.store.load(cookie_id)
 
 
 def redirect(location: str, status: int = 302) -> web.Response:
@@ -120,12 +128,16 @@ def redirect(location: str, status: int = 302) -> web.Response:
 
 
 def fail_closed(handler: Handler) -> Handler:
-    """Map an unreachable store to a 503 page: never let a request through, never a traceback."""
+    """Map an unreachable store to a 503 page: never let a request through, never a traceback.
+    A store this process could not get a connection to in time (busy) is a 429, not a 503."""
 
     @functools.wraps(handler)
     async def wrapper(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
+        except SessionStoreBusy:
+            log.info("session store busy", extra={"event": "store.busy", "path": request.path})
+            return pages.busy_page()
         except SessionStoreUnavailable as exc:
             log.warning("session store unavailable", extra={"path": request.path, "error": str(exc)})
             return pages.unavailable_page()

@@ -22,7 +22,7 @@ from urllib.parse import urlencode, urlsplit
 from aiohttp import web
 
 from userland.auth import pages
-from userland.auth.context import auth_context, fail_closed, redirect, session_cookie_id
+from userland.auth.context import auth_context, current_session, fail_closed, redirect, session_cookie_id
 from userland.auth.origin_sessions import HANDOFF_TTL_SECONDS, TooManyHandoffs
 from userland.auth.origins import (
     CLEAR_SITE_DATA,
@@ -63,7 +63,7 @@ async def handoff(request: web.Request) -> web.StreamResponse:
                                 "This address is not one of this site's environments.")
     owner, template_host = target
     cookie_id = session_cookie_id(request)
-    session = await auth.store.load(cookie_id) if cookie_id else None
+    session = await current_session(request) if cookie_id else None
     if session is None or cookie_id is None:
         back = HANDOFF_ROUTE + "?" + urlencode({"origin": origin, "next": next_path})
         return redirect("/auth/login?" + urlencode({"next": back}))

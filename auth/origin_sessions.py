@@ -19,7 +19,8 @@ session through a handoff, the way JupyterHub's single-user servers are OAuth cl
 and announces each on `INVALIDATION_CHANNEL` for the gateways' lookup caches.
 A sign-out chain records the origins a signed-out browser visits to clear their data, so only
 a real sign-out (never a link from elsewhere) makes an origin send Clear-Site-Data.
-Redis failures become SessionStoreUnavailable (the gateway answers 503: fail closed).
+Redis failures become SessionStoreUnavailable (the gateway answers 503: fail closed), or
+SessionStoreBusy when this process's pool is what is missing (429; platform/redis_pool.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from userland.platform.sessions import SESSION_KEY_PREFIX, Session, SessionStoreUnavailable, decode_session
+from userland.platform.sessions import SESSION_KEY_PREFIX, Session, decode_session, store_error
 
 HANDOFF_TTL_SECONDS = 60
 # Codes one platform session may be given per minute. A browser restoring a window of tabs asks
@@ -142,7 +143,7 @@ class OriginSessions:
         try:
             return await coro
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
 
     @staticmethod
     def _text(value: Any) -> str:

@@ -13,7 +13,7 @@ With Secure cookies they carry the `__Host-` prefix, which browsers only accept 
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -23,6 +23,10 @@ from userland.platform import naming
 OWN_PATH_PREFIX = "/__userland/"
 HANDOFF_PATH = OWN_PATH_PREFIX + "handoff"
 SIGNED_OUT_PATH = OWN_PATH_PREFIX + "signed-out"
+# Where a browser that sends a platform cookie twice clears them: every host but the platform's
+# (whose /__userland/ belongs to the web UI), and the platform host.
+CLEAR_COOKIES_PATH = OWN_PATH_PREFIX + "clear-cookies"
+PLATFORM_CLEAR_COOKIES_PATH = "/auth/clear-cookies"
 
 SESSION_COOKIE_BASE = "userland_session"  # the platform host's session
 ORIGIN_COOKIE_BASE = "userland_origin"  # a student origin's own session
@@ -51,6 +55,40 @@ def cookie_names(secure: bool) -> CookieNames:
     prefix = "__Host-" if secure else ""
     return CookieNames(session=prefix + SESSION_COOKIE_BASE, origin=prefix + ORIGIN_COOKIE_BASE,
                        nonce=prefix + NONCE_COOKIE_BASE)
+
+
+def read_names(names: CookieNames) -> tuple[str, ...]:
+    """The cookie names the gateway reads (each mode reads its own spelling)."""
+    return (names.session, names.origin, names.nonce)
+
+
+def repeated_cookie(cookie_headers: Iterable[str], names: Collection[str]) -> str | None:
+    """The first of `names` that the request's Cookie header(s) carry more than once, else None.
+
+    A browser sends every cookie whose domain and path match, so a page on a sibling host can
+    plant `name=value; Domain=<parent>` and the victim's browser then sends two cookies of that
+    name; aiohttp (like most servers) keeps the last one, which may be the planted one. Names
+    are compared as servers read them: trimmed, case-sensitive."""
+    seen: set[str] = set()
+    for header in cookie_headers:
+        for pair in header.split(";"):
+            name = pair.split("=", 1)[0].strip()
+            if name in names:
+                if name in seen:
+                    return name
+                seen.add(name)
+    return None
+
+
+def parent_domains(host: str) -> tuple[str, ...]:
+    """`alice.ide.example.edu` -> (`ide.example.edu`, `example.edu`, `edu`): the domains a page
+    on that host may name in a cookie's Domain (browsers refuse the public suffixes among them
+    themselves). Nothing for an IP address."""
+    bare = host.strip("[]")
+    if ":" in bare or bare.replace(".", "").isdigit():
+        return ()
+    labels = bare.split(".")
+    return tuple(".".join(labels[i:]) for i in range(1, len(labels)))
 
 
 def split_student_host(host: str, template_hosts: Container[str]) -> tuple[str, str] | None:

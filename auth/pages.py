@@ -25,6 +25,16 @@ def error_page(status: int, title: str, message: str, *, retry_url: str | None =
     return render("error.html", status=status, title=title, message=message, retry_url=retry_url)
 
 
+def busy_page() -> web.Response:
+    """This process could not get to the session store in time (a flood, from this network or
+    another): this one request is refused; nothing is down."""
+    response = error_page(429, "Too many requests right now",
+                          "This site is very busy at the moment, or your network sent a great many "
+                          "requests. Please try again in a moment.")
+    response.headers["Retry-After"] = "2"
+    return response
+
+
 def unavailable_page() -> web.Response:
     """The 503 every protected request gets while the session store is unreachable."""
     response = error_page(503, "Temporarily unavailable",

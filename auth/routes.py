@@ -2,7 +2,8 @@
 
 Routes: `/auth/login`, `/auth/callback`, `/auth/logout` (GET confirm page, POST sign out),
 `/auth/handoff` and `/auth/signed-out` (student origins, auth/handoff.py),
-`/auth/verify` (forward-auth), `/auth/admin/bindings/{login}` (+ `/clear`), and
+`/auth/verify` (forward-auth; the gateway mounts it on its internal listener instead),
+`/auth/admin/bindings/{login}` (+ `/clear`), and
 `/auth/dev-login` only when `settings.dev_login` is on.
 """
 
@@ -23,8 +24,8 @@ from userland.auth.github import GitHubOAuth
 from userland.auth.oauth_state import LoginRateLimiter, OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import PLATFORM_COOKIES
-from userland.auth.pages import unavailable_page
-from userland.platform.sessions import SessionStore, SessionStoreUnavailable
+from userland.auth.pages import busy_page, unavailable_page
+from userland.platform.sessions import SessionStore, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings, client_address
 
 __all__ = ["PLATFORM_COOKIES", "SESSION_COOKIE", "current_session", "setup_auth", "unavailable_page"]
@@ -45,19 +46,30 @@ def rate_limited(handler: Handler) -> Handler:
                                  request.config_dict[AUTH].settings.trusted_proxies)
         try:
             allowed = await request.config_dict[LOGIN_RATE].allow(address)
+        except SessionStoreBusy:
+            return busy_page()
         except SessionStoreUnavailable:
             return unavailable_page()
         if not allowed:
             log.info("login start refused: rate limit", extra={"event": "login.rate_limited",
                                                                "client": address})
-            response = pages.error_page(429, "Too many sign-in attempts",
-                                        "Too many sign-ins were started from your network. "
-                                        "Please wait a minute and try again.", retry_url="/auth/login")
-            response.headers["Retry-After"] = "60"
-            return response
+            return _too_many_logins()
         return await handler(request)
 
     return wrapper
+
+
+@functools.cache
+def _too_many_logins_page() -> str:
+    # Rendered once: a flood of login starts is answered with it thousands of times a second.
+    return pages.error_page(429, "Too many sign-in attempts",
+                            "Too many sign-ins were started from your network. "
+                            "Please wait a minute and try again.", retry_url="/auth/login").text or ""
+
+
+def _too_many_logins() -> web.Response:
+    return web.Response(status=429, text=_too_many_logins_page(), content_type="text/html",
+                        headers={**pages.NO_STORE, "Retry-After": "60"})
 
 
 def _no_hosts() -> set[str]:
@@ -65,9 +77,12 @@ def _no_hosts() -> set[str]:
 
 
 def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio.Redis,
-               store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts) -> AuthContext:
+               store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts,
+               forward_auth: bool = True) -> AuthContext:
     """Add the auth routes to `app`, and its own GitHub HTTP client to `app.cleanup_ctx`.
-    `template_hosts()`: the hosts Template routes own now (the gateway's routing table)."""
+    `template_hosts()`: the hosts Template routes own now (the gateway's routing table).
+    `forward_auth=False` leaves `/auth/verify` out (the gateway serves it on its internal
+    listener only: `session_routes.verify`)."""
     auth = AuthContext(settings=settings, store=store, states=OAuthStateStore(redis),
                        bindings=LoginBindings(redis),
                        origin_sessions=OriginSessions(redis, settings.session_ttl_seconds),
@@ -88,7 +103,8 @@ def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio
     app.router.add_post("/auth/logout", session_routes.logout)
     app.router.add_get(handoff.HANDOFF_ROUTE, handoff.handoff)
     app.router.add_get(handoff.SIGNED_OUT_ROUTE, handoff.signed_out)
-    app.router.add_get("/auth/verify", session_routes.verify)
+    if forward_auth:
+        app.router.add_get("/auth/verify", session_routes.verify)
     app.router.add_get("/auth/admin/bindings/{login}", admin.get_binding)
     app.router.add_post("/auth/admin/bindings/{login}/clear", admin.clear_binding)
     if settings.dev_login:

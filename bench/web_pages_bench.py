@@ -39,6 +39,7 @@ from userland.web.app import create_app
 SECRET = "b" * 40
 PUBLIC = "http://userland.bench"
 TEACHER = "teacher"
+SESSION = "be7c" * 8  # the gateway session id the signed identity carries
 CONCURRENCY = 32
 
 
@@ -75,14 +76,15 @@ async def direct(kube: KubeClient, ns: str, logins: list[str]) -> float:
 
 
 def headers() -> dict[str, str]:
-    result = dict(identity.identity_headers(identity.for_audience(TEACHER, "web", role="student"), SECRET))
+    ident = identity.for_audience(TEACHER, "web", role="student", session=SESSION)
+    result = dict(identity.identity_headers(ident, SECRET))
     result["Origin"] = PUBLIC
     return result
 
 
 async def upload(session: aiohttp.ClientSession, base: str, ns: str, roster: bytes) -> tuple[float, str]:
     form = aiohttp.FormData()
-    form.add_field("csrf", security.csrf_token(SECRET, TEACHER))
+    form.add_field("csrf", security.csrf_token(SECRET, TEACHER, SESSION))
     form.add_field("template", "vscode")
     form.add_field("file", roster, filename="roster.csv", content_type="text/csv")
     started = time.perf_counter()
@@ -94,7 +96,7 @@ async def upload(session: aiohttp.ClientSession, base: str, ns: str, roster: byt
 
 
 async def confirm_page(session: aiohttp.ClientSession, base: str, ns: str) -> float:
-    form = {"csrf": security.csrf_token(SECRET, TEACHER), "action": "remove", "scope": "all"}
+    form = {"csrf": security.csrf_token(SECRET, TEACHER, SESSION), "action": "remove", "scope": "all"}
     started = time.perf_counter()
     async with session.post(f"{base}/courses/{ns}/actions", data=form, headers=headers()) as response:
         await response.read()

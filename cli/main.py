@@ -60,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
 
     gw = sub.add_parser("gateway", help="run the gateway (login, routing to each student's environment)")
     gw.add_argument("--listen", default="0.0.0.0:8080",
-                    help="address to serve on; /healthz and /metrics answer here for hosts that are "
-                         "neither a Template host nor the public host (such as the pod IP)")
+                    help="public address to serve on; /healthz, /metrics and /auth/verify answer only "
+                         "on USERLAND_INTERNAL_LISTEN (default 0.0.0.0:8081)")
     gw.add_argument("--kubeconfig", default=None,
                     help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     gw.add_argument("--workers", type=int, default=1,

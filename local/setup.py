@@ -168,6 +168,8 @@ class LocalSetup:
         self.runner_task: asyncio.Task[None] | None = None
         self.operator_port = 0
         self.web_port = 0
+        # The gateway's internal listener (/healthz, /metrics): never its public port.
+        self.gateway_internal_port = 0
         # The gateway signs identities with it; the web UI checks them.
         self.identity_secret = secrets.token_hex(32)
         self.stop = asyncio.Event()
@@ -294,6 +296,7 @@ class LocalSetup:
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
+        self.gateway_internal_port = free_port()
         extra = {
             # The platform's own host is the web UI.
             "USERLAND_WEB_URL": f"http://127.0.0.1:{self.web_port}",
@@ -305,6 +308,7 @@ class LocalSetup:
             "USERLAND_UPSTREAM_MODE": "local",
             "USERLAND_COOKIE_SECURE": "false",
             "USERLAND_DEV_LOGIN": "false" if options.github else "true",
+            "USERLAND_INTERNAL_LISTEN": f"127.0.0.1:{self.gateway_internal_port}",
         }
         self.supervisor.add("gateway", lambda: spawn("gateway", userland_command(
             "gateway", "--kubeconfig", str(options.kubeconfig), "--listen", f"127.0.0.1:{options.port}",
@@ -321,7 +325,7 @@ class LocalSetup:
                 return check
 
             for name, port in (("operator", self.operator_port), ("web", self.web_port),
-                               ("gateway", self.options.port)):
+                               ("gateway", self.gateway_internal_port)):
                 if not await self._until(name, healthy(f"http://127.0.0.1:{port}/healthz"), READY_TIMEOUT):
                     raise SetupError(f"the {name} did not become healthy; see {self.children[name].log_path}")
 
@@ -377,7 +381,9 @@ class LocalSetup:
         say(f"  Add one     {examples.add_student_command()}")
         say(f"  Operator    http://127.0.0.1:{self.operator_port}/healthz   "
             f"http://127.0.0.1:{self.operator_port}/metrics")
-        say(f"  Gateway     http://127.0.0.1:{o.port}/healthz   http://127.0.0.1:{o.port}/metrics")
+        internal = f"http://127.0.0.1:{self.gateway_internal_port}"
+        say(f"  Gateway     {internal}/healthz   {internal}/metrics   (its internal port; "
+            f"{o.port} serves no /healthz or /metrics)")
         say(f"  Logs        {o.log_dir}/")
         say(f"  State       {o.state_dir}/ (kept between runs; --reset starts afresh)")
         pids = ", ".join(f"{c.name} {c.pid}" for c in self.children.values())

@@ -6,14 +6,18 @@ signed-in user:
     X-User:           <login>                       (lowercase GitHub login)
     X-User-Role:      admin | instructor | student  (audience `web` only)
     X-User-Teams:     org/team,org/team             (audience `web` only; may be empty)
-    X-User-Signature: t=<unix seconds>,aud=<audience>,v2=<hex HMAC-SHA256>
+    X-User-Session:   <32 hex characters>           (audience `web` only)
+    X-User-Signature: t=<unix seconds>,aud=<audience>,v3=<hex HMAC-SHA256>
 
 The HMAC (key `USERLAND_IDENTITY_SECRET`) covers a version tag, the audience, the timestamp,
-the login, the role and the sorted teams, one per line. The audience is `web` for the web UI
-and `env` for students' environments, so a signature an environment receives can never be
-replayed to the web UI; the timestamp makes a signature short-lived (`DEFAULT_MAX_AGE`).
-The web UI believes `X-User*` only through `verify_identity`; anything missing, malformed,
-stale, for another audience or with a bad MAC is refused.
+the login, the role, the sorted teams and the session id, one per line. The audience is `web`
+for the web UI and `env` for students' environments, so a signature an environment receives can
+never be replayed to the web UI; the timestamp makes a signature short-lived: it is accepted
+within `SIGNATURE_SKEW_SECONDS` of the verifier's clock, in the past or in the future.
+The session id (`session_id`) names the gateway session the request came with, one way (a
+keyed hash): the web UI binds its CSRF tokens to it, so signing out ends every token of that
+session. The web UI believes `X-User*` only through `verify_identity`; anything missing,
+malformed, stale, for another audience or with a bad MAC is refused.
 
 Clients can never set any of these: the gateway strips every header that looks like an
 identity (`is_identity_header`) before it adds its own.
@@ -31,6 +35,7 @@ from typing import Literal
 USER_HEADER = "X-User"
 ROLE_HEADER = "X-User-Role"
 TEAMS_HEADER = "X-User-Teams"
+SESSION_HEADER = "X-User-Session"
 SIGNATURE_HEADER = "X-User-Signature"
 
 Audience = Literal["web", "env"]
@@ -38,10 +43,15 @@ AUDIENCE_WEB: Audience = "web"
 AUDIENCE_ENV: Audience = "env"
 ROLES = ("admin", "instructor", "student")
 
-# The gateway signs each request as it forwards it, so a valid signature is seconds old; the
-# margin allows for clock skew between gateway and web UI pods.
-DEFAULT_MAX_AGE = 30
-_VERSION = "userland-identity-v2"
+# How far a signature's timestamp may be from the verifier's clock, either way. The gateway
+# signs each request as it forwards it, so an honest signature is milliseconds old by the
+# gateway's clock; the window is the clock skew allowed between the gateway's and the web UI's
+# pods (NTP keeps them far closer). Past it, in the past or in the future, a signature is
+# refused: a captured one is useless after SIGNATURE_SKEW_SECONDS, and one dated ahead by a
+# gateway whose clock runs fast cannot live longer than twice that.
+SIGNATURE_SKEW_SECONDS = 30
+_VERSION = "userland-identity-v3"
+_SIGNATURE_FIELD = "v3"
 
 # Exact names and prefixes of headers a client may try to smuggle an identity in (lowercase,
 # `_` as `-`). The gateway strips them all, whatever it sets afterwards.
@@ -60,36 +70,48 @@ class Identity:
     role: str = "student"
     teams: tuple[str, ...] = ()
     audience: str = AUDIENCE_WEB
+    # The gateway session's id (`session_id`); web only: environments never learn it.
+    session: str = ""
+
+
+def session_id(session_key: str, secret: str) -> str:
+    """The id the web UI knows a gateway session by: a keyed hash of the session's own key (the
+    SHA-256 of its random cookie id), so it tells nothing about the cookie, differs for every
+    session (a new sign-in is a new id) and cannot be made up without `secret`."""
+    message = f"userland-session-id\n{session_key}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:32]
 
 
 def _mac(ident: Identity, timestamp: int, secret: str) -> str:
     message = "\n".join((_VERSION, ident.audience, str(timestamp), ident.login, ident.role,
-                         ",".join(sorted(ident.teams))))
+                         ",".join(sorted(ident.teams)), ident.session))
     return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
 def sign(ident: Identity, secret: str, now: float | None = None) -> str:
     """The `X-User-Signature` value for `ident` at `now`."""
     timestamp = int(time.time() if now is None else now)
-    return f"t={timestamp},aud={ident.audience},v2={_mac(ident, timestamp, secret)}"
+    return f"t={timestamp},aud={ident.audience},{_SIGNATURE_FIELD}={_mac(ident, timestamp, secret)}"
 
 
 def identity_headers(ident: Identity, secret: str, now: float | None = None) -> list[tuple[str, str]]:
-    """The headers the gateway adds for `ident` (role and teams only for the web UI)."""
+    """The headers the gateway adds for `ident` (role, teams and session only for the web UI)."""
     headers = [(USER_HEADER, ident.login)]
     if ident.audience == AUDIENCE_WEB:
         headers.append((ROLE_HEADER, ident.role))
         headers.append((TEAMS_HEADER, ",".join(sorted(ident.teams))))
+        headers.append((SESSION_HEADER, ident.session))
     headers.append((SIGNATURE_HEADER, sign(ident, secret, now)))
     return headers
 
 
 def for_audience(login: str, audience: Audience, role: str = "student",
-                 teams: Iterable[str] = ()) -> Identity:
+                 teams: Iterable[str] = (), session: str = "") -> Identity:
     """The identity to sign for `audience`: environments get the login only."""
     if audience == AUDIENCE_ENV:
         return Identity(login=login, role="", teams=(), audience=AUDIENCE_ENV)
-    return Identity(login=login, role=role, teams=tuple(sorted(set(teams))), audience=audience)
+    return Identity(login=login, role=role, teams=tuple(sorted(set(teams))), audience=audience,
+                    session=session)
 
 
 class IdentityRejected(Exception):
@@ -107,8 +129,9 @@ def _parse_signature(value: str) -> dict[str, str]:
 
 
 def verify_identity(headers: Mapping[str, str], secret: str, *, audience: Audience,
-                    max_age: int = DEFAULT_MAX_AGE, now: float | None = None) -> Identity:
-    """The identity in `headers` (a case-insensitive mapping), or raise IdentityRejected."""
+                    now: float | None = None) -> Identity:
+    """The identity in `headers` (a case-insensitive mapping), or raise IdentityRejected.
+    For the web UI it carries the session id too (refused without one)."""
     if not secret:
         raise IdentityRejected("no identity secret configured")
     login = headers.get(USER_HEADER, "")
@@ -123,16 +146,20 @@ def verify_identity(headers: Mapping[str, str], secret: str, *, audience: Audien
     except ValueError:
         raise IdentityRejected("malformed signature") from None
     current = time.time() if now is None else now
-    if abs(current - timestamp) > max_age:
+    if abs(current - timestamp) > SIGNATURE_SKEW_SECONDS:
         raise IdentityRejected("stale signature")
-    role = headers.get(ROLE_HEADER, "") if audience == AUDIENCE_WEB else ""
-    teams_text = headers.get(TEAMS_HEADER, "") if audience == AUDIENCE_WEB else ""
+    web = audience == AUDIENCE_WEB
+    role = headers.get(ROLE_HEADER, "") if web else ""
+    teams_text = headers.get(TEAMS_HEADER, "") if web else ""
     teams = tuple(sorted(t for t in teams_text.split(",") if t))
-    ident = Identity(login=login, role=role, teams=teams, audience=audience)
-    if not hmac.compare_digest(fields.get("v2", ""), _mac(ident, timestamp, secret)):
+    session = headers.get(SESSION_HEADER, "") if web else ""
+    ident = Identity(login=login, role=role, teams=teams, audience=audience, session=session)
+    if not hmac.compare_digest(fields.get(_SIGNATURE_FIELD, ""), _mac(ident, timestamp, secret)):
         raise IdentityRejected("bad signature")
-    if audience == AUDIENCE_WEB and role not in ROLES:
+    if web and role not in ROLES:
         raise IdentityRejected("unknown role")
+    if web and not session:
+        raise IdentityRejected("no session id")
     return ident
 
 

@@ -5,7 +5,9 @@ session under `userland:session:<sha256(id) hex>`, so a copy of the store never 
 usable cookie. One interface (`SessionStore`) with two implementations, both checked by one
 conformance suite: `RedisSessionStore` (deployed) and `MemorySessionStore` (unit tests and
 the local setup). A store that cannot be reached raises `SessionStoreUnavailable`, which the
-gateway maps to a 503: it never lets a request through unauthenticated.
+gateway maps to a 503: it never lets a request through unauthenticated. A store this process
+cannot get a connection to in time (its own pool busy, platform/redis_pool.py) raises
+`SessionStoreBusy` instead: a 429 for that request, never "Redis is down".
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Literal, Protocol, cast, get_args
 
 import redis.asyncio
 import redis.exceptions
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+
+from userland.platform.redis_pool import PoolExhausted
+from userland.platform.redis_pool import connect_redis as connect_redis
 
 Role = Literal["admin", "instructor", "student"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -50,6 +53,19 @@ class SessionStoreUnavailable(Exception):
     """The store (Redis) cannot be reached; callers must fail closed (503)."""
 
 
+class SessionStoreBusy(Exception):
+    """The store is there, but this process could not get (its client's share of) a connection
+    to it in time: answer this request 429 and try again; Redis is not down (nothing else
+    changes, the session cache keeps serving)."""
+
+
+def store_error(exc: redis.exceptions.RedisError) -> Exception:
+    """What a Redis failure means to the store's callers (raise it `from exc`)."""
+    if isinstance(exc, PoolExhausted):
+        return SessionStoreBusy(str(exc))
+    return SessionStoreUnavailable(type(exc).__name__)
+
+
 class SessionStore(Protocol):
     async def save(self, session: Session) -> str:
         """Store `session` under a new random id and return that id (the cookie value)."""
@@ -62,19 +78,6 @@ class SessionStore(Protocol):
     async def clear(self, cookie_id: str) -> None:
         """Forget the session of a cookie id; unknown ids are fine."""
         ...
-
-
-def connect_redis(url: str) -> redis.asyncio.Redis:
-    """A Redis client that fails fast, for the session store and the auth state.
-
-    redis-py's default retries a failed connection 10 times with backoff (seconds per
-    command); while Redis is down every request would hang that long before its 503. Here a
-    command gets one quick retry (enough for a pooled connection that went stale when Redis
-    restarted) and short socket timeouts.
-    """
-    return redis.asyncio.Redis.from_url(
-        url, socket_connect_timeout=1.0, socket_timeout=2.0, health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.1, base=0.02), 1))
 
 
 def new_cookie_id() -> str:
@@ -124,7 +127,7 @@ class RedisSessionStore:
         try:
             await self._redis.set(session_key(cookie_id), encode_session(session), ex=self._ttl)
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
         return cookie_id
 
     async def load(self, cookie_id: str) -> Session | None:
@@ -133,7 +136,7 @@ class RedisSessionStore:
         try:
             raw = await self._redis.get(session_key(cookie_id))
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
         return None if raw is None else decode_session(raw)
 
     async def clear(self, cookie_id: str) -> None:
@@ -146,7 +149,7 @@ class RedisSessionStore:
                 pipe.publish(INVALIDATION_CHANNEL, digest)
                 await pipe.execute()
         except redis.exceptions.RedisError as exc:
-            raise SessionStoreUnavailable(type(exc).__name__) from exc
+            raise store_error(exc) from exc
 
 
 class MemorySessionStore:

@@ -111,6 +111,14 @@ def dev_login_refusal(settings: Settings, listen_host: str) -> str | None:
     return None
 
 
+def split_listen(text: str) -> tuple[str, int]:
+    """`host:port` (`[::]:8081` for IPv6) as (host, port); ValueError when it is not one."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: use host:port, such as 0.0.0.0:8081")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 def _url(name: str, text: str) -> str:
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -165,6 +173,9 @@ class Settings:
     max_connections_per_client: int = 1000
     # Open WebSockets per signed-in user and gateway process (0: no limit).
     max_websockets_per_user: int = 64
+    # Where the gateway serves /healthz, /metrics and /auth/verify (forward-auth): a listener of
+    # their own, never the public one, so no request from outside can choose them by its Host.
+    internal_listen: str = "0.0.0.0:8081"
     # Open live-dashboard streams (server-sent events) per signed-in user and web UI process
     # (0: no limit). Each holds a connection through the gateway and a subscription.
     max_streams_per_user: int = 16
@@ -271,6 +282,12 @@ class Settings:
         for key in ("HEADER_TIMEOUT_SECONDS", "KEEPALIVE_TIMEOUT_SECONDS"):
             if (text := get(key)) is not None:
                 values[key.lower()] = _seconds(f"USERLAND_{key}", text)
+        if (text := get("INTERNAL_LISTEN")) is not None:
+            try:
+                split_listen(text)
+            except ValueError as err:
+                raise SettingsError(f"USERLAND_INTERNAL_LISTEN={err}") from None
+            values["internal_listen"] = text.strip()
         if (text := get("GATEWAY_POD_LABELS")) is not None:
             pairs = []
             for item in _split(text):

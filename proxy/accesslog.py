@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import io
 import json
+import json.encoder
 import logging
 import os
 import sys
 import time as _time
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-from aiohttp.web_request import BaseRequest
-from aiohttp.web_response import StreamResponse
 
 ACCESS_LOGGER = "userland.proxy.access"
 # Where the gateway leaves the login of a request (never the cookie or session id).
@@ -25,7 +25,7 @@ LOGIN_KEY = web.RequestKey("userland.login", str)
 
 
 class GatewayAccessLogger(AbstractAccessLogger):
-    def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         direct = _direct
         if direct is not None:  # the running server: the same JSON line, without a LogRecord
             direct.write_line(request.method, request.host, request.path, response.status,
@@ -71,11 +71,14 @@ class BufferedAccessHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if second != self._second:
             self._second = second
             self._stamp = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.gmtime(second))
-        line = _encode({"time": f"{self._stamp}.{int((now - second) * 1000):03d}Z", "level": "info",
-                        "logger": ACCESS_LOGGER, "msg": "request", "method": method, "host": host,
-                        "path": path, "status": status, "bytes": size, "duration_ms": duration_ms,
-                        "remote": remote, "user": user})
-        self.stream.write(line + "\n")
+        # The JSON object written out by hand (the strings escaped by json's own C function):
+        # a dict and the JSON encoder per request cost three times as much.
+        self.stream.write(
+            f'{{"time": "{self._stamp}.{int((now - second) * 1000):03d}Z", "level": "info", '
+            f'"logger": "{ACCESS_LOGGER}", "msg": "request", "method": {_string(method)}, '
+            f'"host": {_string(host)}, "path": {_string(path)}, "status": {int(status)}, '
+            f'"bytes": {int(size)}, "duration_ms": {float(duration_ms)!r}, '
+            f'"remote": {_optional(remote)}, "user": {_optional(user)}}}\n')
 
     def flush(self) -> None:
         """Called by `emit` after every record: left to `flush_now`."""
@@ -121,6 +124,10 @@ def buffer_access_log() -> BufferedAccessHandler | None:
     return handler
 
 
-_encode = json.JSONEncoder(default=str, separators=(", ", ": ")).encode
+_string: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _optional(value: str | None) -> str:
+    return "null" if value is None else _string(str(value))
 # Set while a server runs with the buffered access log: GatewayAccessLogger writes to it directly.
 _direct: BufferedAccessHandler | None = None

@@ -1,9 +1,12 @@
 """`create_app(settings)`: the gateway as an aiohttp application.
 
 Dispatch (a middleware, so it sees every request before the router's choice counts). First,
-on every host: a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
+on every host: a request whose target is not a path (the absolute form `GET http://host/x`,
+which would otherwise name the host instead of the Host header, `*`, an authority) or that has
+no Host is a 400; a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
 Origin is not the request's own origin is refused with a 403 (auth/origins.py says exactly
-when). Then, by Host:
+when); a request carrying a platform cookie twice (one planted for a parent domain) is a 400
+page that says how to recover (proxy/repeated_cookies.py). Then, by Host:
 1. the platform's own host (host of USERLAND_PUBLIC_URL): `/auth/...` the auth routes; with
    USERLAND_ALLOW_PATH_ROUTES a path-prefix Template route; anything else the web UI
    (USERLAND_WEB_URL), with identity. It never serves an environment otherwise;
@@ -11,10 +14,12 @@ when). Then, by Host:
    student's own origin;
 3. a student's origin (`alice.ide.example.edu`): `/__userland/...` the gateway's own endpoints
    (proxy/origins.py), anything else alice's environment, for alice only;
-4. an internal host (an IP address, a name without dots, `*.svc[.<cluster domain>]`: the pod
-   address, probes, Prometheus, ingress forward-auth): `/healthz`, `/metrics`, `/auth/verify`;
-5. anything else: 404. So /metrics and the auth routes answer on no public or unknown host.
+4. anything else: 404.
 Everything the gateway answers itself carries the pages' security headers (proxy/pages.py).
+
+Health, metrics and forward-auth (`/healthz`, `/metrics`, `/auth/verify`) are not on this app at
+all, whatever the Host: `create_internal_app` serves them on a listener of their own
+(`USERLAND_INTERNAL_LISTEN`), which only probes, Prometheus and an ingress controller reach.
 
 Resources (Kubernetes client, watches, Redis client, the pooled upstream client) are opened
 and closed in `cleanup_ctx`; the app does not start serving before its watches have synced.
@@ -25,35 +30,47 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio
 from aiohttp import web
 
+from userland.auth.context import AUTH
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import (
+    CLEAR_COOKIES_PATH,
     OWN_PATH_PREFIX,
+    PLATFORM_CLEAR_COOKIES_PATH,
     cookie_names,
     cross_site_refusal,
-    request_origin,
     split_student_host,
 )
-from userland.auth.routes import current_session, setup_auth
+from userland.auth.routes import setup_auth
+from userland.auth.session_routes import verify
 from userland.platform.kube import KubeClient
+from userland.platform.redis_pool import anonymous_client, connect_redis
 from userland.platform.routes import platform_host_of
-from userland.platform.sessions import RedisSessionStore, SessionStore, SessionStoreUnavailable
-from userland.platform.settings import Settings
+from userland.platform.sessions import (
+    RedisSessionStore,
+    Session,
+    SessionStore,
+    SessionStoreBusy,
+    SessionStoreUnavailable,
+)
+from userland.platform.settings import Settings, client_address
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
 from userland.proxy.activity import ActivityTracker
+from userland.proxy.connections import client_key
 from userland.proxy.gateway import FORWARDED, Gateway, SessionLookup
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
 from userland.proxy.pages import OWN_RESPONSE_HEADERS
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import host_route_for, is_internal_host, prefix_route_for, request_host
+from userland.proxy.routing import host_route_for, prefix_route_for, request_host
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
 from userland.proxy.upstream import make_client_session
 from userland.proxy.websocket import is_websocket_upgrade
@@ -64,8 +81,8 @@ GATEWAY = web.AppKey("gateway", Gateway)
 SESSION_CACHE = web.AppKey("session_cache", SessionCache)
 ORIGIN_SESSION_CACHE = web.AppKey("origin_session_cache", SessionCache)
 ORIGIN_ENDPOINTS = web.AppKey("origin_endpoints", OriginEndpoints)
-# What an internal host (pod address, Service name) answers: probes, metrics, forward-auth.
-INTERNAL_PATHS = frozenset({"/healthz", "/metrics", "/auth/verify"})
+# The public app, as the internal app (health, metrics, forward-auth) reads it.
+PUBLIC_APP = web.AppKey("public_app", web.Application)
 
 # For AppRunner / TestServer.start_server: bodies pass through byte for byte (a gzip upload
 # stays gzip), a client that goes away cancels its upstream request, and the access log is
@@ -99,12 +116,14 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
                metrics: GatewayMetrics | None = None,
                session_cache_ttl: float = SESSION_CACHE_TTL) -> web.Application:
     """The gateway app. `kube` (not closed here) or `kubeconfig`; `session_lookup` replaces the
-    auth routes' `current_session` (tests of the proxy core); `mount_auth=False` leaves the
-    auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off."""
+    store lookups of both session kinds (tests of the proxy core); `mount_auth=False` leaves the
+    auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off, and
+    with it the negative cache and the known-cookie shortcut (tests only)."""
     app = web.Application(middlewares=[dispatch], handler_args={"max_field_size": 32768})
     owns_redis = redis_client is None
-    redis_conn = redis_client or redis.asyncio.from_url(
-        settings.redis_url, socket_timeout=2, socket_connect_timeout=2, health_check_interval=30)
+    # A pool that waits (bounded) when busy, with a bounded share for anonymous requests
+    # (platform/redis_pool.py): a flood of them is never taken for Redis being down.
+    redis_conn = redis_client or connect_redis(settings.redis_url)
 
     async def redis_lifetime(_: web.Application) -> AsyncIterator[None]:
         # First in, last out: the session caches' invalidation listeners (below) stop before
@@ -129,23 +148,25 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         gateway = holder.get("gateway")
         return set() if gateway is None else set(gateway.routes.routes.hosts)
 
+    auth = None
     if mount_auth:
-        setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts)
-        if session_lookup is None:
-            lookup = current_session
+        # Forward-auth is served by the internal app, never on the public listener.
+        auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
+                          forward_auth=False)
     if session_cache_ttl > 0:
         cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
         app[SESSION_CACHE] = cache
         app.cleanup_ctx.append(cache.running)  # its invalidation channel (session_cache.py)
         lookup = cache
+        if auth is not None and session_lookup is None:
+            # The auth routes look platform sessions up the same way (the cache holds Sessions).
+            auth.session_lookup = cast(Callable[[web.Request], Awaitable[Session | None]], cache)
         origin_cache = SessionCache(origin_lookup, names.origin, ttl=session_cache_ttl,
                                     redis_client=redis_conn)
         app[ORIGIN_SESSION_CACHE] = origin_cache
         app.cleanup_ctx.append(origin_cache.running)
         origin_lookup = origin_cache
 
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_page)
     app.router.add_route("*", "/{tail:.*}", not_found)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
@@ -184,12 +205,22 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     return app
 
 
+def _client_of(request: web.Request, trusted: tuple[str, ...]) -> str:
+    """Whose share of the Redis connections an anonymous request's work takes: the client's
+    address (through trusted proxies), an IPv6 /64 as one."""
+    return client_key(client_address(request.remote or "", request.headers.getall("X-Forwarded-For", []),
+                                     trusted))
+
+
 @web.middleware
 async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
     started = time.perf_counter()
     status = 500
     gateway.request_started()
+    # Anonymous until a session says otherwise (the session cache lifts it): its Redis work takes
+    # its client's bounded share (platform/redis_pool.py); the address is worked out only then.
+    anonymous_client(functools.partial(_client_of, request, gateway.settings.trusted_proxies))
     try:
         response = await _dispatch(gateway, request, handler)
         status = response.status
@@ -200,6 +231,11 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
         status = exc.status
         exc.headers.update(OWN_RESPONSE_HEADERS)
         raise
+    except SessionStoreBusy:
+        status = 429
+        response = gateway.pages.busy()
+        response.headers.update(OWN_RESPONSE_HEADERS)
+        return response
     finally:
         gateway.request_finished()
         # A WebSocket's "latency" would be its whole session: count it, keep it out of the histogram.
@@ -207,7 +243,14 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) -> web.StreamResponse:
-    here = request_origin(gateway.proto, request.host)
+    # The route comes from the Host header only: an absolute-form target (aiohttp would take its
+    # host instead), `*` or an authority is no request for an origin server; no Host, nothing
+    # to route by (HTTP/1.0 without one would get the listening address as its host).
+    if not request.raw_path.startswith("/") or not request.headers.get("Host"):
+        log.info("request refused: target or Host", extra={"event": "gateway.bad_target",
+                                                            "client": request.remote or ""})
+        return gateway.pages.error(400, "Bad request", "This request cannot be served.")
+    here = gateway.origin_of(request.host)
     refusal = cross_site_refusal(request.method, request.headers, here,
                                  websocket=is_websocket_upgrade(request))
     if refusal is not None:
@@ -217,6 +260,20 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
                                    "This request came from another site and was refused.")
     host = request_host(request.host)
     path = request.path
+    if path == (PLATFORM_CLEAR_COOKIES_PATH if host == gateway.public_host else CLEAR_COOKIES_PATH) \
+            and request.method == "GET":
+        return gateway.repeated_cookies.clear(request, host, secure=gateway.settings.cookie_secure)
+    repeated = gateway.repeated_cookies.check(request)
+    if repeated is not None:
+        log.info("request refused: a platform cookie twice", extra={
+            "event": "gateway.cookie_twice", "cookie": repeated, "host": host})
+        clear = PLATFORM_CLEAR_COOKIES_PATH if host == gateway.public_host else CLEAR_COOKIES_PATH
+        return gateway.pages.error(
+            400, "Your browser has two sign-in cookies for this site",
+            "One of them was not set by this site (a page from another address under this site "
+            "can set one), so neither is used. Clear this site's cookies to continue: the link "
+            "below does it, or your browser's settings for this site. You may be asked to sign in "
+            "again.", link_url=clear, link_text="Clear this site's cookies")
     table = gateway.routes.routes
     if host == gateway.public_host:
         if path.startswith("/auth/"):
@@ -234,14 +291,14 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
         if path.startswith(OWN_PATH_PREFIX):
             try:
                 return await request.app[ORIGIN_ENDPOINTS].handle(request, here or "")
+            except SessionStoreBusy:
+                return gateway.pages.busy()
             except SessionStoreUnavailable:
                 return gateway.pages.unavailable()
         route = host_route_for(template_host, path, table)
         if route is None:
             return gateway.pages.not_found()
         return await gateway.handle_template(request, route, owner=owner)
-    if path in INTERNAL_PATHS and is_internal_host(host, gateway.settings.cluster_domain):
-        return await handler(request)
     return gateway.pages.not_found()
 
 
@@ -260,15 +317,36 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     return await handler(request)
 
 
+def create_internal_app(app: web.Application) -> web.Application:
+    """Health, metrics and forward-auth of the gateway `app`, for a listener of their own
+    (`USERLAND_INTERNAL_LISTEN`: probes, Prometheus, an ingress controller's auth-url), so no
+    request to the public listener can reach them, whatever its Host or request target says.
+    Every Host is served here: the listener itself is the boundary."""
+    internal = web.Application()
+    internal[PUBLIC_APP] = app
+    if AUTH in app:  # /auth/verify reads the platform cookie through the gateway's auth context
+        internal[AUTH] = app[AUTH]
+        internal.router.add_get("/auth/verify", verify)
+    internal.router.add_get("/healthz", healthz)
+    internal.router.add_get("/metrics", metrics_page)
+    return internal
+
+
+def _public_gateway(request: web.Request) -> Gateway | None:
+    return request.app[PUBLIC_APP].get(GATEWAY)
+
+
 async def healthz(request: web.Request) -> web.Response:
-    gateway = request.app[GATEWAY]
-    if not gateway.routes.synced:
+    gateway = _public_gateway(request)
+    if gateway is None or not gateway.routes.synced:
         return web.Response(status=503, text="routing data not synced\n")
     return web.Response(text="ok\n")
 
 
 async def metrics_page(request: web.Request) -> web.Response:
-    gateway = request.app[GATEWAY]
+    gateway = _public_gateway(request)
+    if gateway is None:
+        return web.Response(status=503, text="starting\n")
     return web.Response(body=gateway.metrics.render(),
                         headers={"Content-Type": gateway.metrics.content_type})
 

@@ -115,6 +115,7 @@ class GuardedRequestHandler(web.RequestHandler):
         self._counts = counts
         self._address: str | None = None
         self._head_bytes = 0
+        self._head_started = 0.0  # the loop time of the head's first byte
         self._head_timer: asyncio.TimerHandle | None = None
         # The body of the latest request: while it is still arriving, bytes are body, not head.
         self._last_payload: StreamReader | None = None
@@ -154,10 +155,10 @@ class GuardedRequestHandler(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._address is None or self._lingering or self._force_close or self._close:
             return
-        if self._reading_head():
-            if self._head_bytes == 0 and self._head_timer is None:
-                self._head_timer = self._loop.call_later(self._counts.limits.header_timeout,
-                                                         self._head_too_slow)
+        reading_head = self._reading_head()
+        if reading_head:
+            if self._head_bytes == 0:
+                self._head_started = self._loop.time()
             room = self._counts.limits.max_header_bytes - self._head_bytes
             self._head_bytes += len(data)
             if self._head_bytes > self._counts.limits.max_header_bytes and not self._head_ends(data, room):
@@ -173,8 +174,14 @@ class GuardedRequestHandler(web.RequestHandler):
         if self._request_count != before:
             # A head was parsed (and maybe part of its body): the next head starts from zero.
             self._head_bytes = 0
-            self._stop_head_timer()
+            if self._head_timer is not None:
+                self._stop_head_timer()
             self._last_payload = self._messages[-1][1] if self._messages else None
+        elif reading_head and self._head_bytes and self._head_timer is None:
+            # A head still incomplete after this read (most arrive whole in one): its deadline
+            # counts from its first byte. No timer at all for the heads that arrive whole.
+            self._head_timer = self._loop.call_at(
+                self._head_started + self._counts.limits.header_timeout, self._head_too_slow)
 
     def _head_ends(self, data: bytes, room: int) -> bool:
         """Whether the head ends within its first `room` bytes of `data` (the rest of such a

@@ -19,6 +19,7 @@ student on through the same handoff to their own origin.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import time
@@ -31,18 +32,25 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from userland.auth.origins import PLATFORM_COOKIES, port_suffix, request_origin, student_origin
+from userland.auth.origins import (
+    PLATFORM_COOKIES,
+    cookie_names,
+    port_suffix,
+    request_origin,
+    student_origin,
+)
 from userland.platform import identity, naming
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
-from userland.platform.sessions import SessionStoreUnavailable
+from userland.platform.sessions import SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.platform.storage_words import Storage
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
 from userland.proxy.headers import upstream_request_header_list
-from userland.proxy.live import LiveConnections
+from userland.proxy.live import SESSION_DIGEST, LiveConnections, cookie_digest
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
+from userland.proxy.repeated_cookies import RepeatedCookies
 from userland.proxy.routes_cache import RoutingCache, UserlandState
 from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
@@ -93,6 +101,14 @@ JUST_READY_SECONDS = 30.0
 # Set on a request whose response comes from an upstream (it keeps its own headers).
 FORWARDED = web.RequestKey("userland_forwarded", bool)
 
+# Worked out on every request otherwise; pure, and a process serves a bounded set of students.
+_service_name = functools.lru_cache(maxsize=8192)(naming.service_name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _env_identity(login: str) -> identity.Identity:
+    return identity.for_audience(login, identity.AUDIENCE_ENV)
+
 
 class Gateway:
     def __init__(self, settings: Settings, *, routes: RoutingCache, kube: KubeClient,
@@ -107,6 +123,9 @@ class Gateway:
         self.origin_lookup = origin_lookup if origin_lookup is not None else session_lookup
         # Every platform cookie is stripped from what goes upstream and from what comes back.
         self.session_cookie = PLATFORM_COOKIES
+        self.cookie_names = cookie_names(settings.cookie_secure)  # the names this gateway reads
+        # A request carrying one of them twice is refused (proxy/repeated_cookies.py).
+        self.repeated_cookies = RepeatedCookies(self.cookie_names)
         self.metrics = metrics
         self.pages = Pages(settings.public_url)
         public = urlsplit(settings.public_url)
@@ -114,6 +133,7 @@ class Gateway:
         # The scheme clients use, as the deployment publishes it (TLS usually ends before us).
         self.proto = public.scheme or "http"
         self.port = port_suffix(settings.public_url)
+        self._origins: dict[str, str | None] = {}  # origin_of's memory
         self.websockets: set[WebSocketPair] = set()
         self.websocket_quota = WebSocketQuota(settings.max_websockets_per_user)
         # Forwarded requests by session: a session that ends closes them (proxy/live.py).
@@ -155,6 +175,20 @@ class Gateway:
 
     # -- helpers
 
+    def origin_of(self, host_header: str) -> str | None:
+        """`request_origin` for this gateway's scheme, remembered per Host value (a browser sends
+        the same few; parsing one cost a few microseconds on every request)."""
+        try:
+            return self._origins[host_header]
+        except KeyError:
+            pass
+        origin = request_origin(self.proto, host_header)
+        if len(host_header) <= 255:
+            if len(self._origins) >= 4096:
+                self._origins.clear()
+            self._origins[host_header] = origin
+        return origin
+
     def login_url(self, request: web.Request) -> str:
         original = f"{self.proto}://{request.host}{request.raw_path}"
         return f"{self.settings.public_url}/auth/login?next={quote(original, safe='')}"
@@ -168,7 +202,7 @@ class Gateway:
 
     def handoff_url(self, request: web.Request) -> str:
         """The platform's handoff for this request's origin, coming back to the same path."""
-        origin = request_origin(self.proto, request.host) or ""
+        origin = self.origin_of(request.host) or ""
         return f"{self.settings.public_url}/auth/handoff?" + urlencode(
             {"origin": origin, "next": request.raw_path})
 
@@ -208,7 +242,7 @@ class Gateway:
         headers = upstream_request_header_list(
             request.headers, user, secret=self.settings.identity_secret,
             client_ip=request.remote or "", proto=self.proto, host=request.host,
-            session_cookie=self.session_cookie, websocket=websocket,
+            session_cookie=self.session_cookie, websocket=websocket, raw=request.raw_headers,
         )
         owner = user.login if websocket and user is not None else None
         if owner is not None and not self.websocket_quota.acquire(owner):
@@ -216,15 +250,15 @@ class Gateway:
                                                                 "limit": self.websocket_quota.limit})
             return self.pages.error(429, "Too many open connections",
                                     "Close some tabs or windows of this environment and try again.")
+        tracked = self.live.add(request)
         try:
-            with self.live.track(request):
-                if websocket:
-                    return await forward_websocket(request, self.client,
-                                                   target_url(base_url, request.raw_path),
-                                                   CIMultiDict(headers), register=self._ws_opened,
-                                                   unregister=self._ws_closed, on_client_data=on_client_data)
-                return await forward_http(request, self.pool, base_url, headers,
-                                          session_cookie=self.session_cookie)
+            if websocket:
+                return await forward_websocket(request, self.client,
+                                               target_url(base_url, request.raw_path),
+                                               CIMultiDict(headers), register=self._ws_opened,
+                                               unregister=self._ws_closed, on_client_data=on_client_data)
+            return await forward_http(request, self.pool, base_url, headers,
+                                      session_cookie=self.session_cookie)
         except UpstreamError as err:
             self.metrics.upstream_error(err.kind)
             log.info("upstream failed", extra={"upstream": str(URL(base_url).origin()),
@@ -237,6 +271,8 @@ class Gateway:
                 return failed(err.kind)
             return self.pages.gateway_timeout() if err.kind == "timeout" else self.pages.bad_gateway()
         finally:
+            if tracked is not None:
+                self.live.discard(tracked, request)
             if owner is not None:
                 self.websocket_quota.release(owner)
 
@@ -256,6 +292,8 @@ class Gateway:
         (path routes, `owner` None)."""
         try:
             session = await (self.origin_lookup if owner is not None else self.session_lookup)(request)
+        except SessionStoreBusy:
+            return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
         if session is None:
@@ -272,7 +310,7 @@ class Gateway:
         request[LOGIN_KEY] = login
         if owner is not None:
             origin = getattr(session, "origin", None)
-            here = request_origin(self.proto, request.host)
+            here = self.origin_of(request.host)
             if login != owner or (origin is not None and origin != here):
                 assert route.host is not None
                 return self.pages.not_yours(login, self.own_origin(login, route.host) + "/", owner)
@@ -314,8 +352,7 @@ class Gateway:
             async def on_refused() -> web.StreamResponse:
                 return await self._wait_page(request, userland, name, login, websocket=websocket,
                                              asleep=False, storage=route.storage)
-        return await self.forward(request, base, identity.for_audience(login, identity.AUDIENCE_ENV),
-                                  on_data, on_refused)
+        return await self.forward(request, base, _env_identity(login), on_data, on_refused)
 
     async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
                            name: str, login: str, *, websocket: bool) -> web.StreamResponse:
@@ -353,7 +390,7 @@ class Gateway:
     def environment_url(self, route: TemplateRoute, login: str) -> str | None:
         """Where `login`'s environment of `route` answers, from the watched Service (None: not
         there yet). Never from the request: the Service's name derives from the login."""
-        service_name = naming.service_name(route.template, login)
+        service_name = _service_name(route.template, login)
         service = self.routes.service(route.namespace, service_name)
         # The label check is defence in depth: the name is already derived from the login.
         if service is None or service.user != login:
@@ -385,10 +422,13 @@ class Gateway:
         """The platform's own host (not /auth/): the web UI, with the caller's identity if any."""
         try:
             session = await self._session(request)
+        except SessionStoreBusy:
+            return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
         user = None if session is None else identity.for_audience(
-            session.login.lower(), identity.AUDIENCE_WEB, role=session.role, teams=session.teams)
+            session.login.lower(), identity.AUDIENCE_WEB, role=session.role, teams=session.teams,
+            session=self._session_id(request))
 
         def failed(kind: str) -> web.StreamResponse:
             # Whoever is signed in here (a teacher on a course page, too) reads about the site,
@@ -398,6 +438,14 @@ class Gateway:
             return self.pages.platform_unavailable(kind, session.login.lower(), session.role)
 
         return await self.forward(request, self.settings.web_url, user, failed=failed)
+
+    def _session_id(self, request: web.Request) -> str:
+        """The signed-in session's id for the web UI (its form tokens end with the session): from
+        the digest of the cookie it was found with (the session cache marks it)."""
+        digest = request.get(SESSION_DIGEST)
+        if digest is None:  # no session cache (tests of the proxy core)
+            digest = cookie_digest(request.cookies.get(self.cookie_names.session, ""))
+        return identity.session_id(digest, self.settings.identity_secret)
 
     async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
         """Create the Userland; None when done (or already there), else an error page."""

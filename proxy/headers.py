@@ -167,6 +167,13 @@ def upstream_request_headers(
         session_cookie=session_cookie, websocket=websocket, now=now))
 
 
+# The client's part of the upstream headers, remembered per raw request head (a browser sends
+# the same headers again and again): bounded in entries and in the bytes of each head.
+_MEMO_ENTRIES = 1024
+_MEMO_HEAD_BYTES = 8192
+_client_parts: dict[tuple[object, ...], list[tuple[str, str]]] = {}
+
+
 def upstream_request_header_list(
     client_headers: HeadersIn,
     user: identity.Identity | None,
@@ -178,9 +185,36 @@ def upstream_request_header_list(
     session_cookie: CookieNames,
     websocket: bool = False,
     now: float | None = None,
+    raw: tuple[tuple[bytes, bytes], ...] | None = None,
 ) -> list[tuple[str, str]]:
     """`upstream_request_headers` as a list of (name, value), in the same order (what the
-    HTTP upstream client serializes; no multidict built per request)."""
+    HTTP upstream client serializes; no multidict built per request). `raw`: the request's raw
+    headers, to remember the client's part by (it depends on nothing else but the two flags)."""
+    if raw is None:
+        out = _client_part(client_headers, session_cookie, websocket)
+    else:
+        key = (raw, websocket, session_cookie)
+        part = _client_parts.get(key)
+        if part is None:
+            part = _client_part(client_headers, session_cookie, websocket)
+            if sum(len(name) + len(value) for name, value in raw) <= _MEMO_HEAD_BYTES:
+                if len(_client_parts) >= _MEMO_ENTRIES:
+                    _client_parts.clear()
+                _client_parts[key] = part
+        out = part.copy()
+    add = out.append
+    if user is not None:
+        out.extend(_signatures.get(user, secret) if now is None
+                   else identity.identity_headers(user, secret, now=now))
+    add(("X-Forwarded-For", client_ip))
+    add(("X-Forwarded-Proto", proto))
+    add(("X-Forwarded-Host", host))
+    return out
+
+
+def _client_part(client_headers: HeadersIn, session_cookie: CookieNames,
+                 websocket: bool) -> list[tuple[str, str]]:
+    """The client's headers that go upstream (steps 1-3 of the module docstring)."""
     items = _items(client_headers)
     named = _connection_tokens(items)
     drop = _REQUEST_DROP_WS if websocket else _REQUEST_DROP
@@ -197,17 +231,11 @@ def upstream_request_header_list(
             cookies.append(value)
             continue
         add((name, value))
-    # Every name added below was dropped above, so adding is setting.
+    # Every name added after this part was dropped here, so adding is setting.
     if cookies:
         remaining = strip_cookie("; ".join(cookies), session_cookie)
         if remaining:
             add(("Cookie", remaining))
-    if user is not None:
-        out.extend(_signatures.get(user, secret) if now is None
-                   else identity.identity_headers(user, secret, now=now))
-    add(("X-Forwarded-For", client_ip))
-    add(("X-Forwarded-Proto", proto))
-    add(("X-Forwarded-Host", host))
     return out
 
 

@@ -49,22 +49,31 @@ class LiveConnections:
     @contextlib.contextmanager
     def track(self, request: web.Request) -> Iterator[None]:
         """While the block runs, `request` ends when the session it was let in with does."""
-        digest = request.get(SESSION_DIGEST)
-        if not digest:
+        digest = self.add(request)
+        try:
             yield
-            return
+        finally:
+            if digest is not None:
+                self.discard(digest, request)
+
+    def add(self, request: web.Request) -> str | None:
+        """Track `request` (until `discard`); the digest it is tracked under, None when it came
+        with no session. `track` without a generator per request: the gateway's hot path."""
+        digest: str | None = request.get(SESSION_DIGEST)
+        if not digest:
+            return None
         ended = self._ended.get(digest)
         if ended is not None and ended > self._clock() - RECENT_SECONDS and request.transport is not None:
             request.transport.close()
         self._open.setdefault(digest, {})[id(request)] = request
-        try:
-            yield
-        finally:
-            requests = self._open.get(digest)
-            if requests is not None:
-                requests.pop(id(request), None)
-                if not requests:
-                    del self._open[digest]
+        return digest
+
+    def discard(self, digest: str, request: web.Request) -> None:
+        requests = self._open.get(digest)
+        if requests is not None:
+            requests.pop(id(request), None)
+            if not requests:
+                del self._open[digest]
 
     def end(self, digest: str) -> int:
         """Close the client connection of every request let in with this cookie digest."""

@@ -2,16 +2,52 @@
 
 With `--workers N` every worker process has its own registry and answers /metrics with its
 own numbers (the `worker` label tells them apart when scraped through the shared port).
+What is counted on every request (requests by status class, the latency histogram) is kept in
+plain numbers and handed to Prometheus only when it scrapes (`_RequestStats`): prometheus_client's
+Counter and Histogram take a lock and walk the buckets per observation, a few percent of a
+request's CPU. The rarer ones (upstream errors, open WebSockets) stay prometheus_client's own.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+
+
+class _RequestStats:
+    """Requests by status class and the latency histogram of one process, as plain numbers, for
+    a Prometheus collector (one event loop thread updates them; a scrape reads them)."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self.classes = [0] * 6  # index: status // 100 (1-5 are exported)
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one: over the largest bound
+        self.latency_sum = 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily("userland_gateway_requests",
+                                       "Requests answered, by status class (2xx, 3xx, ...)",
+                                       labels=["code_class", "worker"])
+        for index, name in enumerate(_CLASSES, start=1):
+            requests.add_metric([name, self.worker], self.classes[index])
+        yield requests
+        latency = HistogramMetricFamily("userland_gateway_request_duration_seconds",
+                                        "Time to the response headers (for WebSockets: the whole session)",
+                                        labels=["worker"])
+        cumulative, running = [], 0
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.buckets, strict=True):
+            running += count
+            cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        latency.add_metric([self.worker], buckets=cumulative, sum_value=self.latency_sum)
+        yield latency
 
 
 class GatewayMetrics:
@@ -20,13 +56,8 @@ class GatewayMetrics:
     def __init__(self, worker: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = {"worker": worker or str(os.getpid())}
-        self.requests = Counter(
-            "userland_gateway_requests", "Requests answered, by status class (2xx, 3xx, ...)",
-            ["code_class", "worker"], registry=self.registry)
-        self.latency = Histogram(
-            "userland_gateway_request_duration_seconds",
-            "Time to the response headers (for WebSockets: the whole session)",
-            ["worker"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._stats = _RequestStats(labels["worker"])
+        self.registry.register(self._stats)  # type: ignore[arg-type]  # a collector: collect()
         self.upstream_errors = Counter(
             "userland_gateway_upstream_errors", "Upstream failures by kind (refused, timeout, ...)",
             ["kind", "worker"], registry=self.registry)
@@ -34,17 +65,15 @@ class GatewayMetrics:
             "userland_gateway_websockets_active", "WebSocket sessions open through the gateway",
             ["worker"], registry=self.registry)
         self._worker = labels["worker"]
-        self._latency = self.latency.labels(worker=self._worker)
         self._ws = self.websockets.labels(worker=self._worker)
-        self._classes = {c: self.requests.labels(code_class=c, worker=self._worker)
-                         for c in ("1xx", "2xx", "3xx", "4xx", "5xx")}
 
     def observe(self, status: int, seconds: float, *, latency: bool = True) -> None:
-        counter = self._classes.get(f"{status // 100}xx")
-        if counter is not None:
-            counter.inc()
+        stats = self._stats
+        if 100 <= status < 600:
+            stats.classes[status // 100] += 1
         if latency:
-            self._latency.observe(seconds)
+            stats.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            stats.latency_sum += seconds
 
     def upstream_error(self, kind: str) -> None:
         self.upstream_errors.labels(kind=kind, worker=self._worker).inc()

@@ -192,5 +192,11 @@ class Pages:
             {"message": SIGNED_OUT_MESSAGE, "reason": "signed_out"}, status=503,
             headers={"Cache-Control": "no-store", "Retry-After": "10", "X-Userland-Signed-Out": "1"})
 
+    def busy(self) -> web.Response:
+        """This process could not get to the session store in time (a flood): this request only."""
+        return self.error(429, "Too many requests right now",
+                          "This site is very busy at the moment, or your network sent a great many "
+                          "requests. Try again in a moment.", retry=True)
+
     def not_found(self) -> web.Response:
         return self.error(404, "Not found", "Nothing is served at this address.")

@@ -19,6 +19,7 @@ Rules (documented in the gateway's README section of design.md):
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -87,8 +88,9 @@ class RouteTable:
     # every colliding Template (namespace/name) with its collisions, winners included
     collisions: Mapping[str, tuple[Collision, ...]] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def hosts(self) -> frozenset[str]:
+        # Asked twice per request: computed once per table (tables are rebuilt, never changed).
         return frozenset(self.by_host) | frozenset(self.host_prefixes)
 
 
@@ -177,25 +179,10 @@ def prefix_route_for(path: str, table: RouteTable) -> TemplateRoute | None:
     return _first_prefix(table.prefixes, path)
 
 
-def is_internal_host(host: str, cluster_domain: str) -> bool:
-    """A host only probes, Prometheus and forward-auth use: an IP address (the pod's), a name
-    without dots (`localhost`, a Service's short name) or a cluster name (`*.svc`,
-    `*.svc.<cluster domain>`). A public-looking name (including a DNS-rebinding attacker's)
-    is not."""
-    bare = host.strip("[]")
-    try:
-        ipaddress.ip_address(bare)
-        return True
-    except ValueError:
-        pass
-    if not bare or "." not in bare:
-        return bool(bare)
-    return bare.endswith(".svc") or bare.endswith(f".svc.{cluster_domain}")
-
-
 UpstreamMode = Literal["clusterip", "dns", "local"]
 
 
+@functools.lru_cache(maxsize=8192)  # per request otherwise; pure, and its inputs change rarely
 def upstream_url(mode: UpstreamMode, *, service: str, namespace: str, port: int,
                  cluster_domain: str, annotation: str | None, cluster_ip: str | None = None) -> str | None:
     """Base URL of a student's environment (no trailing slash), or None when not known yet.

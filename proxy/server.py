@@ -3,6 +3,9 @@
 `run_gateway` starts one server in this process (`--workers 1`) or N spawned worker
 processes that each bind the same port with SO_REUSEPORT (the kernel spreads connections
 over them); the parent then only forwards SIGTERM/SIGINT and restarts a worker that died.
+Each server has two listeners: the public one (`--listen`) and the internal one
+(`USERLAND_INTERNAL_LISTEN`: /healthz, /metrics, /auth/verify; proxy/app.py
+`create_internal_app`), both opened once the routing data has synced.
 
 On SIGTERM a worker: closes its listening socket (new connections are refused), lets in-flight
 requests finish and keeps open WebSockets working for up to `grace` seconds, then closes the
@@ -28,9 +31,9 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from userland.platform.logs import setup_logging
-from userland.platform.settings import Settings
+from userland.platform.settings import Settings, split_listen
 from userland.proxy.accesslog import ACCESS_LOGGER, BufferedAccessHandler, buffer_access_log
-from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
+from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app, create_internal_app
 from userland.proxy.connections import ConnectionLimits, GatewayRunner
 from userland.proxy.gateway import Gateway
 
@@ -114,14 +117,24 @@ async def _serve(app: web.Application, settings: Settings, options: ServerOption
         await runner.cleanup()
         return 0
     setup.result()
+    # Probes, Prometheus and forward-auth: their own listener, no access log (probes every few
+    # seconds would drown it), none of the public listener's routing.
+    internal_host, internal_port = split_listen(settings.internal_listen)
+    internal = web.AppRunner(create_internal_app(app), handle_signals=False, access_log=None)
+    await internal.setup()
+    internal_site = web.TCPSite(internal, internal_host, internal_port, reuse_port=reuse_port)
+    await internal_site.start()
     site = web.TCPSite(runner, options.host, options.port, reuse_port=reuse_port, backlog=2048)
     await site.start()
     log.info("gateway listening", extra={"listen": f"{options.host}:{options.port}",
+                                         "internal_listen": settings.internal_listen,
                                          "upstream_mode": settings.upstream_mode})
     await stopped
     log.info("gateway draining", extra={"grace_seconds": options.grace})
     await site.stop()  # new connections are refused from here on
+    await internal_site.stop()  # and the readiness probe fails: out of the Service at once
     await drain(app[GATEWAY], options.grace)
+    await internal.cleanup()
     await runner.cleanup()
     log.info("gateway stopped")
     return 0
@@ -147,8 +160,9 @@ def run_gateway(settings: Settings, options: ServerOptions) -> int:
 
 def _supervise(settings: Settings, options: ServerOptions) -> int:
     """Run `options.workers` processes on one port; forward SIGTERM/SIGINT; restart crashes."""
-    if options.port == 0:
-        raise ValueError("--workers > 1 needs a fixed port (each worker would pick its own)")
+    if options.port == 0 or split_listen(settings.internal_listen)[1] == 0:
+        raise ValueError("--workers > 1 needs fixed ports, for --listen and USERLAND_INTERNAL_LISTEN "
+                         "(each worker would pick its own)")
     context = multiprocessing.get_context("spawn")
     stopping = False
 

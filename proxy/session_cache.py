@@ -15,7 +15,19 @@ while it can be sure Redis is there and would say the same. Exactly:
 - a session that merely expires in Redis (its TTL) is refused here at most 1 s later.
 Without a Redis client (unit tests) there is no channel: entries live for the TTL and the
 lookup-failure rule still holds.
-Unknown cookies and store errors are never cached. The cookie id taken out of a Cookie header
+Store errors are never cached. Against floods of made-up cookies (issue 17):
+- an unknown cookie id is remembered as unknown for `NEGATIVE_TTL` seconds (5 s): asking again
+  costs no Redis round trip (ids are random 256-bit values made when a session is saved, so one
+  that is unknown now cannot become valid later);
+- a lookup of a cookie this process has not seen valid within `KNOWN_SECONDS` is anonymous Redis
+  work: it takes a slot of its client's bounded share of the Redis connections first
+  (platform/redis_pool.py), so no address, and no number of them, can take the connections the
+  signed-in students' lookups need. A cookie found valid (and the rest of its request) is not
+  anonymous work; nor is a known cookie's lookup, so a student whose session this process has
+  seen never waits behind a flood from their own address (a campus NAT);
+- a lookup that could not get a connection in time (`SessionStoreBusy`) is not a Redis failure:
+  it refuses that request only (429) and the cache keeps serving.
+The cookie id taken out of a Cookie header
 is remembered per header value (up to `max_headers` of them): parsing the Cookie header with
 http.cookies cost about a tenth of a request's CPU, and a browser sends the same one each time
 (headers over 4 KiB are not remembered). The cache holds at most `max_entries` ids (expired
@@ -35,13 +47,18 @@ from typing import Any
 import redis.asyncio
 from aiohttp import web
 
-from userland.platform.sessions import INVALIDATION_CHANNEL, SessionStoreUnavailable
+from userland.platform.redis_pool import anonymous_client
+from userland.platform.sessions import INVALIDATION_CHANNEL, SessionStoreBusy, SessionStoreUnavailable
 from userland.proxy.gateway import SessionLike, SessionLookup
 from userland.proxy.live import SESSION_DIGEST
 
 log = logging.getLogger(__name__)
 
 SESSION_CACHE_TTL = 1.0
+# How long a cookie id Redis did not know is answered "unknown" from memory.
+NEGATIVE_TTL = 5.0
+# How long after a cookie was last found valid its lookups are not anonymous work.
+KNOWN_SECONDS = 3600.0
 # How often the invalidation subscription is pinged; three missed answers mean Redis is gone.
 PING_INTERVAL = 0.5
 
@@ -63,13 +80,18 @@ class SessionCache:
     def __init__(self, lookup: SessionLookup, cookie: str, *, ttl: float = SESSION_CACHE_TTL,
                  max_entries: int = 10_000, max_headers: int = 1024,
                  clock: Callable[[], float] = time.monotonic,
-                 redis_client: redis.asyncio.Redis | None = None) -> None:
+                 redis_client: redis.asyncio.Redis | None = None,
+                 negative_ttl: float = NEGATIVE_TTL, max_known: int = 20_000) -> None:
         self._lookup = lookup
         self._cookie = cookie
         self._ttl = ttl
         self._max = max_entries
         self._clock = clock
         self._entries: dict[str, tuple[float, SessionLike, str]] = {}
+        self._negative_ttl = negative_ttl
+        self._unknown: dict[str, float] = {}  # cookie id -> until when it is answered unknown
+        self._known: dict[str, float] = {}  # cookie id -> until when its lookups are not anonymous
+        self._max_known = max_known
         self._by_digest: dict[str, str] = {}
         self._max_headers = max_headers
         self._ids: dict[str, str | None] = {}
@@ -121,18 +143,31 @@ class SessionCache:
         if entry is not None:
             if entry[0] > now and self.serving:
                 request[SESSION_DIGEST] = entry[2]
+                anonymous_client(None)  # signed in: the rest of the request is not anonymous work
                 return entry[1]
             self._drop(cookie_id)
+        unknown = self._unknown.get(cookie_id)
+        if unknown is not None:
+            if unknown > now:
+                return None
+            del self._unknown[cookie_id]
+        if self._known.get(cookie_id, 0.0) > now:
+            anonymous_client(None)  # seen valid lately: never queued behind a flood
         epoch = self._epoch
         try:
             session = await self._lookup(request)
+        except SessionStoreBusy:
+            raise  # this process was busy, Redis is fine: nothing else changes
         except SessionStoreUnavailable:
             self._lookups_ok = False
             self._drop_all()
             raise
         self._lookups_ok = True
         if session is None:
+            self._remember_unknown(cookie_id, now)
             return None
+        anonymous_client(None)
+        self._remember_known(cookie_id, now)
         digest = request[SESSION_DIGEST] = _digest(cookie_id)
         if epoch == self._epoch and self._subscribed:
             invalidated = self._invalidated.get(digest)
@@ -144,11 +179,26 @@ class SessionCache:
             self._by_digest[digest] = cookie_id
         return session
 
+    def _remember_unknown(self, cookie_id: str, now: float) -> None:
+        if len(self._unknown) >= self._max:
+            self._unknown = {k: t for k, t in self._unknown.items() if t > now}
+            if len(self._unknown) >= self._max:
+                self._unknown.clear()  # a flood of made-up ids: they were never going to repeat
+        self._unknown[cookie_id] = now + self._negative_ttl
+
+    def _remember_known(self, cookie_id: str, now: float) -> None:
+        if cookie_id not in self._known and len(self._known) >= self._max_known:
+            self._known = {k: t for k, t in self._known.items() if t > now}
+            if len(self._known) >= self._max_known:
+                self._known.clear()
+        self._known[cookie_id] = now + KNOWN_SECONDS
+
     def forget(self, request: web.Request) -> None:
         """Drop the entry of this request's cookie (it is logging out)."""
         cookie_id = self._cookie_id(request)
         if cookie_id:
             self._drop(cookie_id)
+            self._known.pop(cookie_id, None)
             self._invalidated[_digest(cookie_id)] = self._clock()
 
     def invalidate(self, digest: str) -> None:
@@ -161,6 +211,7 @@ class SessionCache:
         cookie_id = self._by_digest.pop(digest, None)
         if cookie_id is not None:
             self._entries.pop(cookie_id, None)
+            self._known.pop(cookie_id, None)
         for callback in self.on_invalidate:
             callback(digest)
 

@@ -6,7 +6,9 @@ generic pool). This client keeps aiohttp's own C-parser protocol (`ResponseHandl
 `ClientSession` reads responses with: same parser, same `StreamReader` bodies with the same
 flow control) and does the rest directly:
 - one keep-alive pool of idle connections per (scheme, host, port), most recently used first,
-  no limit (as the former `TCPConnector(limit=0)`), idle connections closed after 60 s;
+  no limit (as the former `TCPConnector(limit=0)`), idle connections closed after 60 s (one
+  found expired when it is wanted is closed then; a sweep every `keepalive_timeout` while any
+  are idle closes the rest, and those the upstream closed meanwhile);
 - the request line and headers serialized in one buffer and sent in one write;
 - a request body streamed as it arrives (length-delimited when the client sent a
   Content-Length, chunked otherwise), waiting for the socket to drain (backpressure);
@@ -26,7 +28,7 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 from aiohttp import ClientError, web
@@ -132,10 +134,11 @@ class _Connection:
 
 
 class UpstreamPool:
-    def __init__(self, *, connect_timeout: float = 10.0,
-                 keepalive_timeout: float = KEEPALIVE_TIMEOUT) -> None:
+    def __init__(self, *, connect_timeout: float = 10.0, keepalive_timeout: float = KEEPALIVE_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.connect_timeout = connect_timeout
         self.keepalive_timeout = keepalive_timeout
+        self._clock = clock  # how long a connection has been idle (tests give their own)
         self._idle: dict[Key, list[_Connection]] = {}
         self._bases: dict[str, _Base] = {}
         self._ssl: ssl.SSLContext | None = None
@@ -190,7 +193,7 @@ class UpstreamPool:
         conns = self._idle.get(key)
         if not conns:
             return None, False
-        deadline = time.monotonic() - self.keepalive_timeout
+        deadline = self._clock() - self.keepalive_timeout
         while conns:
             conn = conns.pop()
             if conn.idle_since > deadline and conn.usable():
@@ -222,14 +225,14 @@ class UpstreamPool:
         if self._closed or not reusable or not conn.usable():
             conn.close()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_since = self._clock()
         self._idle.setdefault(conn.key, []).append(conn)
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(self.keepalive_timeout, self._sweep)
 
     def _sweep(self) -> None:
         self._sweeper = None
-        deadline = time.monotonic() - self.keepalive_timeout
+        deadline = self._clock() - self.keepalive_timeout
         for key in list(self._idle):
             kept = []
             for conn in self._idle[key]:

@@ -165,7 +165,7 @@ async def unsafe_requests(request: web.Request, handler: Handler) -> web.StreamR
     if not token:
         value = form.get(security.CSRF_FIELD, "")
         token = value if isinstance(value, str) else ""
-    if not security.csrf_valid(token, ctx.settings.identity_secret, who.login):
+    if not security.csrf_valid(token, ctx.settings.identity_secret, who.login, who.session):
         log.info("csrf token refused", extra={"path": request.path})
         return ctx.error(request, 403, "This form has expired",
                          "Open the page again and repeat what you did; nothing was changed.")

@@ -51,7 +51,9 @@ def page(env: jinja2.Environment, name: str, *, status: int = 200, who: Identity
          secret: str = "", **context: Any) -> web.Response:
     context.setdefault("title", "")
     context["who"] = who
-    context["csrf"] = security.csrf_token(secret, who.login) if who is not None and secret else ""
+    # Bound to the gateway session too: signing out ends every form of that session.
+    context["csrf"] = (security.csrf_token(secret, who.login, who.session)
+                       if who is not None and secret else "")
     body = env.get_template(name).render(**context)
     response = web.Response(text=body, status=status, content_type="text/html")
     response.headers["Cache-Control"] = "no-store"

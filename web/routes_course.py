@@ -129,7 +129,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     course, role = await require_course(request, namespace, "view")
     watch = await course_watch(request, course)
     state = class_state(request)
-    csrf = security.csrf_token(ctx.settings.identity_secret, who.login)
+    csrf = security.csrf_token(ctx.settings.identity_secret, who.login, who.session)
     quota = stream_quota(ctx)
     if not quota.acquire(who.login):
         log.info("stream refused: too many open", extra={"user": who.login, "limit": quota.limit})

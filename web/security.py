@@ -1,8 +1,10 @@
 """Request safety for the web UI, as pure functions: CSRF tokens, the Origin check, headers.
 
 CSRF tokens are stateless: an HMAC (the identity secret, under its own purpose tag) over the
-login and a time window, so any replica can check a token without a store, a token is worth
-nothing for another login, and it expires (`CSRF_WINDOW_SECONDS`, accepted for two windows).
+login, the gateway session's id (signed in the identity, platform/identity.py) and a time
+window, so any replica can check a token without a store, a token is worth nothing for another
+login or another session (signing out, or signing in again, ends every token of the session it
+was made for), and it expires (`CSRF_WINDOW_SECONDS`, accepted for two windows).
 Unsafe requests must also come from the platform's own origin: browsers send `Origin` on every
 cross-origin POST, so a missing Origin is accepted only when the Referer is ours too; both
 missing (non-browser clients such as curl) still need the token.
@@ -34,26 +36,28 @@ SECURITY_HEADERS = {
 }
 
 
-def _csrf_mac(secret: str, login: str, window: int) -> str:
-    message = f"userland-web-csrf\n{login}\n{window}".encode()
+def _csrf_mac(secret: str, login: str, session: str, window: int) -> str:
+    message = f"userland-web-csrf-v2\n{login}\n{session}\n{window}".encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:40]
 
 
-def csrf_token(secret: str, login: str, now: float | None = None) -> str:
+def csrf_token(secret: str, login: str, session: str, now: float | None = None) -> str:
+    """A token for `login`'s forms in the gateway session `session` (the identity's session id)."""
     window = int((time.time() if now is None else now) // CSRF_WINDOW_SECONDS)
-    return f"{window}.{_csrf_mac(secret, login, window)}"
+    return f"{window}.{_csrf_mac(secret, login, session, window)}"
 
 
-def csrf_valid(token: str, secret: str, login: str, now: float | None = None) -> bool:
-    """True for a token made for `login` in this window or the previous one."""
+def csrf_valid(token: str, secret: str, login: str, session: str, now: float | None = None) -> bool:
+    """True for a token made for `login` and `session` in this window or the previous one;
+    never without a session id."""
     window_text, _, mac = token.partition(".")
-    if not window_text.isdigit() or not mac:
+    if not session or not window_text.isdigit() or not mac:
         return False
     window = int(window_text)
     current = int((time.time() if now is None else now) // CSRF_WINDOW_SECONDS)
     if window not in (current, current - 1):
         return False
-    return hmac.compare_digest(mac, _csrf_mac(secret, login, window))
+    return hmac.compare_digest(mac, _csrf_mac(secret, login, session, window))
 
 
 def origin_of(url: str) -> str:

@@ -13,7 +13,8 @@
   127.0.0.1, named in its Service's `userland.dev/upstream` annotation, with three more pages a
   hostile or careless environment could serve (`environment_app`): a service worker with scope
   `/` (and `Service-Worker-Allowed: /`) that rewrites every page it controls, a
-  `Cache-Control: public` page, and a page that plants them plus localStorage and a cookie; the
+  `Cache-Control: public` page, a page that plants them plus localStorage and a cookie, and one
+  that keeps planting a platform cookie for the parent domain from script (issue 17); the
   public host's web UI is the project's web UI (`userland.web.app.create_app`) with its own watches;
 - GitHub is the fake (tests/fakes/github.py), a real local HTTP server, here with an HTML
   consent page (buttons "Authorize as <login>" and "Cancel") in front of its authorize endpoint.
@@ -91,6 +92,22 @@ PLANT = """<!doctype html><html><head><meta charset="utf-8"><title>planting</tit
   await navigator.serviceWorker.ready;
   document.getElementById("state").textContent = "planted";
 })().catch((error) => { document.getElementById("state").textContent = "failed: " + error; });
+</script></body></html>"""
+
+# A hostile page (issue 17): it keeps (re)planting a platform cookie for the parent domain, so
+# that it is always the newest of its name in the browser; `value` and `domain` in the query.
+PLANT_PARENT_COOKIE = """<!doctype html><html><head><meta charset="utf-8"><title>planting</title></head>
+<body><p id="state">starting</p>
+<script>
+const params = new URLSearchParams(location.search);
+const name = params.get("name"), value = params.get("value"), domain = params.get("domain");
+function plant() {
+  document.cookie = `${name}=; Domain=${domain}; Path=/; Max-Age=0`;
+  document.cookie = `${name}=${value}; Domain=${domain}; Path=/`;
+}
+plant();
+setInterval(plant, 100);
+document.getElementById("state").textContent = "planting";
 </script></body></html>"""
 
 _CONSENT = """<!doctype html>
@@ -232,9 +249,13 @@ def environment_app(user: str) -> web.Application:
     async def plant(_: web.Request) -> web.Response:
         return web.Response(text=PLANT.replace("OWNER", user), content_type="text/html")
 
+    async def plant_parent_cookie(_: web.Request) -> web.Response:
+        return web.Response(text=PLANT_PARENT_COOKIE, content_type="text/html")
+
     app.router.add_get("/static/sw.js", service_worker)
     app.router.add_get("/cacheable", cacheable)
     app.router.add_get("/plant", plant)
+    app.router.add_get("/plant-parent-cookie", plant_parent_cookie)
     app.router.add_route("GET", "/{tail:.*}", demo_env.page)
     return app
 

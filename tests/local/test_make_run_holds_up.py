@@ -63,6 +63,16 @@ def children_by_role(root: int) -> dict[str, int]:
     return found
 
 
+def health_port(role: str, pid: int) -> int:
+    """Where a child answers /healthz: the gateway on its internal listener (USERLAND_INTERNAL_LISTEN,
+    in its environment), the others where they listen."""
+    if role != "gateway":
+        return listen_port(pid)
+    environ = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+    (listen,) = [v.split("=", 1)[1] for v in environ if v.startswith("USERLAND_INTERNAL_LISTEN=")]
+    return int(listen.rsplit(":", 1)[1])
+
+
 def listen_port(pid: int) -> int:
     """The port a child serves on, from its command line (`--listen 127.0.0.1:N`, `--port N`,
     or redis-server's rewritten title `redis-server 127.0.0.1:N`)."""
@@ -113,7 +123,8 @@ async def test_every_child_that_dies_comes_back_and_the_platform_keeps_working(t
         first = children_by_role(process.pid)
         assert set(first) == set(ROLES), first
         ports = {role: listen_port(pid) for role, pid in first.items()}
-        assert ports["gateway"] == port
+        health = {role: health_port(role, pid) for role, pid in first.items()}
+        assert ports["gateway"] == port and health["gateway"] != port
 
         for role in ROLES:
             old = children_by_role(process.pid)[role]
@@ -121,7 +132,7 @@ async def test_every_child_that_dies_comes_back_and_the_platform_keeps_working(t
 
             async def replaced(role: str = role, old: int = old) -> bool:
                 pid = children_by_role(process.pid).get(role)
-                return pid is not None and pid != old and await answers(role, ports[role])
+                return pid is not None and pid != old and await answers(role, health[role])
 
             deadline = asyncio.get_running_loop().time() + 60
             while not await replaced():

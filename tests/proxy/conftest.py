@@ -32,7 +32,7 @@ from userland.platform import naming
 from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.sessions import RedisSessionStore, Session
 from userland.platform.settings import Settings
-from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app
+from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app, create_internal_app
 
 SECRET = "s" * 40
 PUBLIC_HOST = "userland.test"
@@ -311,6 +311,29 @@ async def gateway_factory(kube: KubeClient, namespace: str, redis_url: str
         await server.start_server(**{k: v for k, v in RUNNER_KWARGS.items() if k != "handler_cancellation"})
         # No cookie jar: every test says which cookies it sends (a jar would mix origins up).
         client = TestClient(server, cookie_jar=aiohttp.DummyCookieJar())
+        await client.start_server()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+InternalOf = Callable[[TestClient[web.Request, web.Application]],
+                      Awaitable[TestClient[web.Request, web.Application]]]
+
+
+@pytest.fixture
+async def internal_of() -> AsyncIterator[InternalOf]:
+    """The internal listener (/healthz, /metrics, /auth/verify) of an in-process gateway, served
+    on a port of its own as `userland gateway` serves it (USERLAND_INTERNAL_LISTEN)."""
+    clients: list[TestClient[web.Request, web.Application]] = []
+
+    async def make(gw: TestClient[web.Request, web.Application]) -> TestClient[web.Request, web.Application]:
+        assert gw.app is not None
+        client = TestClient(TestServer(create_internal_app(gw.app), host="127.0.0.1"),
+                            cookie_jar=aiohttp.DummyCookieJar())
         await client.start_server()
         clients.append(client)
         return client

@@ -51,3 +51,14 @@ def test_direct_line_matches_the_json_formatter(buffered: accesslog.BufferedAcce
     assert direct["path"] == "/callback" and direct["user"] == "alice" and direct["duration_ms"] == 12.3
     assert "SECRET" not in line and "SESSIONID" not in line
     assert direct["time"].endswith("Z") and len(direct["time"]) == len(expected["time"])
+
+
+@pytest.mark.parametrize(("path", "user"), [
+    ('/a"quote\\\\back', None), ("/caf\u00e9/\u65e5\u672c", "bob"), ("/ctl\x01\x7f", "alice"), ("/", None),
+])
+def test_direct_lines_are_json_whatever_the_path_holds(buffered: accesslog.BufferedAccessHandler,
+                                                        path: str, user: str | None) -> None:
+    buffered.write_line("GET", 'h"ost', path, 200, 5, 1.5, None, user)
+    line = json.loads(buffered.stream.getvalue())
+    assert (line["path"], line["host"], line["user"], line["remote"], line["status"], line["bytes"],
+            line["duration_ms"]) == (path, 'h"ost', user, None, 200, 5, 1.5)

@@ -23,6 +23,7 @@ from .conftest import (
     SECRET,
     EchoFactory,
     GatewayFactory,
+    InternalOf,
     Origins,
     World,
     eventually,
@@ -353,7 +354,7 @@ async def test_self_service_creates_only_on_a_post_with_the_csrf_token_from_its_
 
 
 async def test_upstream_connection_refused_gives_a_502_page(
-        world: World, gateway_factory: GatewayFactory, origins: Origins) -> None:
+        world: World, gateway_factory: GatewayFactory, origins: Origins, internal_of: InternalOf) -> None:
     from userland.local.controlplane import free_port
 
     await world.template("vscode", host=IDE_HOST)
@@ -365,7 +366,7 @@ async def test_upstream_connection_refused_gives_a_502_page(
     assert resp.status == 502
     body = await resp.text()
     assert "not answering" in body and "Traceback" not in body
-    metrics = await gw.get("/metrics", headers={"Host": "127.0.0.1"})
+    metrics = await (await internal_of(gw)).get("/metrics")
     assert 'userland_gateway_upstream_errors_total{kind="refused"' in await metrics.text()
 
 
@@ -435,41 +436,46 @@ async def test_platform_host_forwards_to_the_web_ui_with_signed_identity(
     resp = await gw.get("/", headers={"Host": PUBLIC_HOST, "X-User": "admin", "X-User-Signature": "t=1,v1=0"})
     seen = await resp.json()
     assert header_values(seen, "X-User") == [] and header_values(seen, "X-User-Signature") == []
-    # /auth/ on the platform host is the gateway's own (auth routes), not the web UI
+    # /auth/ on the platform host is the gateway's own (auth routes), not the web UI; forward-auth
+    # is not among them (the internal listener serves it)
     resp = await gw.get("/auth/verify", headers={"Host": PUBLIC_HOST})
-    assert resp.status == 401
+    assert resp.status == 404
+    resp = await gw.get("/auth/logout", headers={"Host": PUBLIC_HOST})
+    assert resp.status == 200 and "not signed in" in await resp.text()
     assert len(web_ui.requests) == 2
 
 
-async def test_health_and_metrics_only_on_non_template_hosts(
-        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, origins: Origins) -> None:
+async def test_health_metrics_and_forward_auth_only_on_the_internal_listener(
+        world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory, origins: Origins,
+        internal_of: InternalOf) -> None:
     echo = await echo_factory("upstream")
     web_ui = await echo_factory("web-ui")
     await world.template("vscode", host=IDE_HOST)
     await world.environment("vscode", "alice", echo)
     gw = await gateway_factory(web_url=web_ui.url)
-    resp = await gw.get("/healthz", headers={"Host": "10.1.2.3:8080"})
-    assert resp.status == 200
+    internal = await internal_of(gw)
+    assert (await internal.get("/healthz")).status == 200
     session = await origins.login("alice")
     resp = await gw.get("/metrics", headers={"Host": ALICE_HOST, **origin_cookie(session)})
     assert (await resp.json())["upstream"] == "upstream"
     resp = await gw.get("/metrics", headers={"Host": PUBLIC_HOST})
     assert (await resp.json())["upstream"] == "web-ui"
-    resp = await gw.get("/metrics", headers={"Host": "10.1.2.3:8080"})
-    text = await resp.text()
+    text = await (await internal.get("/metrics")).text()
     assert 'userland_gateway_requests_total{code_class="2xx"' in text
     assert "userland_gateway_request_duration_seconds_bucket" in text
     assert "userland_gateway_websockets_active" in text
-    resp = await gw.get("/anything", headers={"Host": "10.1.2.3:8080"})
-    assert resp.status == 404
-    # Internal hosts: the pod address, a Service name; forward-auth answers there too.
-    for host in ("10.1.2.3", "[fd00::1]:8080", "userland-gateway", "userland-gateway.userland-system.svc",
-                 "userland-gateway.userland-system.svc.cluster.local"):
-        assert (await gw.get("/metrics", headers={"Host": host})).status == 200, host
-        assert (await gw.get("/auth/verify", headers={"Host": host})).status == 401, host
-    # Unknown public names (a DNS-rebinding attacker's) and Template hosts get neither the
-    # metrics nor any auth route.
-    for host in ("evil.example", "userland.test.evil.example", IDE_HOST):
+    assert (await internal.get("/anything")).status == 404
+    # The internal listener answers whatever the Host (it is the boundary itself); forward-auth
+    # reads the platform cookie there.
+    for host in ("10.1.2.3", "userland-gateway.userland-system.svc", PUBLIC_HOST, "evil.example"):
+        assert (await internal.get("/metrics", headers={"Host": host})).status == 200, host
+        assert (await internal.get("/auth/verify", headers={"Host": host})).status == 401, host
+    # The public listener never serves them: not for internal-looking hosts (the pod address, a
+    # Service name, no dots), not for unknown public names (a DNS-rebinding attacker's), not for
+    # Template hosts.
+    for host in ("10.1.2.3", "10.1.2.3:8080", "[fd00::1]:8080", "localhost", "gateway", "userland-gateway",
+                 "userland-gateway.userland-system.svc", "userland-gateway.userland-system.svc.cluster.local",
+                 "evil.example", "userland.test.evil.example", IDE_HOST):
         for path in ("/metrics", "/healthz", "/auth/login", "/auth/verify", "/auth/handoff?origin=x"):
             resp = await gw.get(path, headers={"Host": host}, allow_redirects=False)
             assert resp.status in (302, 404), (host, path)

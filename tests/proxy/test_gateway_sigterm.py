@@ -39,10 +39,11 @@ async def test_sigterm_keeps_websockets_for_the_grace_period_then_closes_with_10
     await world.environment("vscode", "alice", echo)
     cookie = {"Cookie": f"userland_origin={await origins.login('alice')}", "Host": f"alice.{IDE_HOST}",
               "Origin": f"http://alice.{IDE_HOST}"}
-    port = free_port()
+    port, internal = free_port(), free_port()
     env = {**os.environ, "USERLAND_IDENTITY_SECRET": SECRET, "USERLAND_PUBLIC_URL": PUBLIC_URL,
            "USERLAND_REDIS_URL": redis_url, "USERLAND_NAMESPACES": namespace,
-           "USERLAND_UPSTREAM_MODE": "local", "USERLAND_COOKIE_SECURE": "false"}
+           "USERLAND_UPSTREAM_MODE": "local", "USERLAND_COOKIE_SECURE": "false",
+           "USERLAND_INTERNAL_LISTEN": f"127.0.0.1:{internal}"}
     log = (tmp_path / "gateway.log").open("wb")
     process = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "userland"), "gateway", "--listen", f"127.0.0.1:{port}",
@@ -53,7 +54,7 @@ async def test_sigterm_keeps_websockets_for_the_grace_period_then_closes_with_10
         async with aiohttp.ClientSession() as http:
             async def healthy() -> bool:
                 try:
-                    async with http.get(f"{base}/healthz") as resp:
+                    async with http.get(f"http://127.0.0.1:{internal}/healthz") as resp:
                         return resp.status == 200
                 except aiohttp.ClientError:
                     return False
@@ -73,7 +74,8 @@ async def test_sigterm_keeps_websockets_for_the_grace_period_then_closes_with_10
             process.send_signal(signal.SIGTERM)
             # new connections are refused while the WebSocket and the slow request go on
             deadline = time.monotonic() + GRACE
-            while not await refused(port):
+            # (the internal listener too: the readiness probe fails, the pod leaves the Service)
+            while not (await refused(port) and await refused(internal)):
                 assert time.monotonic() < deadline, "gateway still accepts connections"
                 await asyncio.sleep(0.05)
             await ws.send_str("after-sigterm")

@@ -11,7 +11,7 @@ from aiohttp import WSMsgType
 
 from userland.proxy.websocket import sendable_close_code
 
-from .conftest import IDE_HOST, EchoFactory, GatewayFactory, Origins, World, eventually
+from .conftest import IDE_HOST, EchoFactory, GatewayFactory, InternalOf, Origins, World, eventually
 
 ALICE_HOST = f"alice.{IDE_HOST}"
 
@@ -34,7 +34,7 @@ async def setup(world: World, echo_factory: EchoFactory, gateway_factory: Gatewa
     return gw, echo, await origins.login("alice")
 
 
-async def test_text_binary_and_ping_both_ways(setup: tuple[Any, Any, str]) -> None:
+async def test_text_binary_and_ping_both_ways(setup: tuple[Any, Any, str], internal_of: InternalOf) -> None:
     gw, echo, session = setup
     ws = await connect(gw, session, protocols=("echo.v1",))
     assert ws.protocol == "echo.v1"
@@ -51,7 +51,7 @@ async def test_text_binary_and_ping_both_ways(setup: tuple[Any, Any, str]) -> No
     handshake = echo.ws_handshakes[-1]
     assert handshake["x-user"] == "alice" and handshake["origin"] == f"http://{ALICE_HOST}"
     assert "userland_" not in handshake.get("cookie", "")
-    metrics = await (await gw.get("/metrics", headers={"Host": "127.0.0.1"})).text()
+    metrics = await (await (await internal_of(gw)).get("/metrics")).text()
     assert 'userland_gateway_websockets_active{worker=' in metrics
     assert next(line for line in metrics.splitlines()
             if line.startswith("userland_gateway_websockets_active{")).endswith(" 1.0")

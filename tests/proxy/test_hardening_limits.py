@@ -68,7 +68,7 @@ async def read_answer(reader: asyncio.StreamReader, timeout: float = 10.0) -> by
 async def test_an_endless_request_head_is_cut_at_the_limit_with_431(serve: ServeFactory) -> None:
     served = await serve(max_header_bytes=64 * 1024)
     reader, writer = await served.open()
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    writer.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     sent = 0
     with contextlib.suppress(ConnectionError):
         for _ in range(40):  # 40 x 8 KiB header lines = 320 KiB, never finished
@@ -86,7 +86,7 @@ async def test_a_head_sent_slowly_is_cut_after_the_header_timeout(serve: ServeFa
     reader, writer = await served.open()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    writer.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     async def trickle() -> None:
         with contextlib.suppress(ConnectionError):
             for i in range(100):
@@ -106,9 +106,9 @@ async def test_idle_connections_are_closed_after_the_keepalive_timeout(serve: Se
     served = await serve(keepalive_timeout_seconds=0.5)
     silent_reader, silent = await served.open()  # never sends a byte
     reader, writer = await served.open()
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # one request, then idle
+    writer.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # one request, then idle
     answer = await read_answer(reader, timeout=5)
-    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"ok\n")
+    assert answer.startswith(b"HTTP/1.1 404 ") and b"Nothing is served at this address." in answer
     assert await read_answer(silent_reader, timeout=5) == b""
     writer.close()
     silent.close()
@@ -123,12 +123,12 @@ async def test_connections_per_client_address_are_capped(serve: ServeFactory) ->
     assert served.runner.counts.refused["connections"] == 1
     # The held ones still work, and closing one makes room for a new one.
     r0, w0 = held[0]
-    w0.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-    assert (await read_answer(r0)).startswith(b"HTTP/1.1 200 ")
+    w0.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert (await read_answer(r0)).startswith(b"HTTP/1.1 404 ")
     await asyncio.sleep(0.1)
     r_new, w_new = await served.open()
-    w_new.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-    assert (await read_answer(r_new)).startswith(b"HTTP/1.1 200 ")
+    w_new.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert (await read_answer(r_new)).startswith(b"HTTP/1.1 404 ")
     for _, w in held[1:]:
         w.close()
     writer.close()

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import WSServerHandshakeError
 
 from userland.local.controlplane import free_port
 
-from .conftest import IDE_HOST, EchoFactory, GatewayFactory, Origins, World, origin_cookie
+from .conftest import IDE_HOST, EchoFactory, GatewayFactory, InternalOf, Origins, World, origin_cookie
 
 ALICE_HOST = f"alice.{IDE_HOST}"  # alice's own origin
 
@@ -69,7 +70,7 @@ PLANTS = [
 @pytest.mark.parametrize("set_cookie", PLANTS)
 async def test_invalid_header_bytes_give_a_502_page_never_a_planted_cookie(
         world: World, gateway_factory: GatewayFactory, origins: Origins, raw_upstream: RawUpstream,
-        set_cookie: bytes) -> None:
+        set_cookie: bytes, internal_of: InternalOf) -> None:
     upstream = await raw_upstream(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nSet-Cookie: " + set_cookie
                                   + b"\r\n\r\nok")
     await _environment(world, upstream)
@@ -79,7 +80,7 @@ async def test_invalid_header_bytes_give_a_502_page_never_a_planted_cookie(
     assert resp.status == 502
     assert "Set-Cookie" not in resp.headers
     assert "Traceback" not in await resp.text()
-    metrics = await gw.get("/metrics", headers={"Host": "127.0.0.1"})
+    metrics = await (await internal_of(gw)).get("/metrics")
     assert 'userland_gateway_upstream_errors_total{kind="invalid"' in await metrics.text()
 
 
@@ -120,9 +121,9 @@ async def test_websocket_handshake_never_carries_a_platform_cookie_upstream(
     await world.environment("vscode", "alice", echo)
     gw = await gateway_factory()
     session = await origins.login("alice")
-    # A browser holding a cookie planted as `userland_origin\xff` sends it back with the raw byte.
-    raw = (f"app=1; userland_origin={session}; userland_origin\udcff={session}; "
-           f"userland_session\udcff={session}; __Host-userland_session=x")
+    # A browser holding a cookie planted as `userland_session\xff` sends it back with the raw byte
+    # (aiohttp's client writer drops it, so the gateway sees `userland_session`).
+    raw = f"app=1; userland_origin={session}; userland_session\udcff={session}; __Host-userland_session=x"
     async with gw.ws_connect("/ws", headers={"Host": ALICE_HOST, "Cookie": raw,
                                              "Origin": f"http://{ALICE_HOST}"}) as ws:
         await ws.send_str("hi")
@@ -130,6 +131,12 @@ async def test_websocket_handshake_never_carries_a_platform_cookie_upstream(
     seen = echo.ws_handshakes[-1]
     assert session not in str(seen)
     assert seen["cookie"] == "app=1"
+    # The origin cookie's own name twice (`userland_origin\xff` arrives as `userland_origin`) is
+    # refused outright (tests/proxy/test_attack_cookie_twice.py): nothing reaches the upstream.
+    with pytest.raises(WSServerHandshakeError) as refused:
+        await gw.ws_connect("/ws", headers={"Host": ALICE_HOST, "Origin": f"http://{ALICE_HOST}",
+                                            "Cookie": f"{raw}; userland_origin\udcff={session}"})
+    assert refused.value.status == 400 and len(echo.ws_handshakes) == 1
 
 
 # -- responses that end when the connection closes ---------------------------------------------

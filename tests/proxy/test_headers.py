@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from multidict import CIMultiDict
 
+from userland.auth.origins import PLATFORM_COOKIES
 from userland.platform import identity
 from userland.proxy.headers import (
     client_response_headers,
@@ -145,3 +148,24 @@ def test_response_headers_drop_hop_by_hop_and_planted_session_cookies() -> None:
 
 def test_strip_cookie_keeps_value_with_equals_signs() -> None:
     assert strip_cookie("a=b=c; userland_session=x", "userland_session") == "a=b=c"
+
+
+def test_the_client_part_remembered_per_raw_head_is_the_same_and_never_shared() -> None:
+    """The gateway passes the request's raw headers so the client's part is worked out once per
+    distinct head: the result must equal the one worked out afresh, and each call gets its own
+    list (what one request adds must never reach another's)."""
+    client = [("Host", "alice.ide.test"), ("Cookie", "userland_origin=s; app=1"), ("X-User", "mallory"),
+              ("Connection", "keep-alive, X-Drop"), ("X-Drop", "1"), ("Accept", "text/html")]
+    raw = tuple((k.encode(), v.encode()) for k, v in client)
+    kwargs: dict[str, Any] = {"secret": SECRET, "client_ip": "10.0.0.1", "proto": "https",
+                              "now": 1_800_000_000, "host": "alice.ide.test",
+                              "session_cookie": PLATFORM_COOKIES}
+    alice = identity.for_audience("alice", identity.AUDIENCE_ENV)
+    fresh = upstream_request_header_list(client, alice, **kwargs)
+    first = upstream_request_header_list(client, alice, raw=raw, **kwargs)
+    second = upstream_request_header_list(client, None, raw=raw, **{**kwargs, "client_ip": "10.0.0.2"})
+    assert first == fresh
+    assert ("X-Forwarded-For", "10.0.0.2") in second and ("X-User", "alice") not in second
+    assert first is not second and len(first) == len(second) + 2
+    assert [h for h in second if h[0] in ("X-User", "X-Drop", "Connection")] == []
+    assert ("Cookie", "app=1") in second

@@ -12,7 +12,7 @@ import redis.asyncio
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from userland.platform.sessions import Session, SessionStoreUnavailable, session_key
+from userland.platform.sessions import Session, SessionStoreBusy, SessionStoreUnavailable, session_key
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
 
 from .conftest import IDE_HOST, PUBLIC_HOST, EchoFactory, GatewayFactory, Origins, World, origin_cookie
@@ -66,19 +66,55 @@ async def test_found_sessions_are_kept_for_the_ttl_only() -> None:
     assert lookup.calls == 2
 
 
-async def test_unknown_cookies_missing_cookies_and_errors_are_never_cached() -> None:
+async def test_unknown_cookies_are_remembered_briefly_missing_cookies_and_errors_never() -> None:
     lookup, clock = Lookup(), Clock()
-    cache = SessionCache(lookup, COOKIE, ttl=1.0, clock=clock)
+    cache = SessionCache(lookup, COOKIE, ttl=1.0, clock=clock, negative_ttl=5.0)
     assert await cache(request_with("nope")) is None
-    assert await cache(request_with("nope")) is None
+    assert await cache(request_with("nope")) is None  # no second Redis round trip
+    assert lookup.calls == 1
+    clock.now += 5.1
+    assert await cache(request_with("nope")) is None  # asked again once the 5 s are over
+    assert lookup.calls == 2
     assert await cache(request_with(None)) is None
-    assert lookup.calls == 3 and len(cache) == 0
+    assert await cache(request_with(None)) is None
+    assert lookup.calls == 4 and len(cache) == 0
     lookup.down = True
     with pytest.raises(SessionStoreUnavailable):
         await cache(request_with("abc"))
     lookup.down = False
     lookup.sessions["abc"] = session("alice")
     assert await cache(request_with("abc")) is not None
+
+
+async def test_a_flood_of_made_up_cookies_keeps_the_negative_cache_bounded() -> None:
+    lookup, clock = Lookup(), Clock()
+    cache = SessionCache(lookup, COOKIE, ttl=1.0, clock=clock, max_entries=100)
+    for i in range(1000):
+        assert await cache(request_with(f"made-up-{i}")) is None
+    assert len(cache._unknown) <= 100
+
+
+async def test_a_busy_store_refuses_that_request_only_and_the_cache_keeps_serving() -> None:
+    """`SessionStoreBusy` (this process could not get a Redis connection in time) is not Redis
+    being down: the cached sessions keep being served (before: any failed lookup ended them)."""
+    class Busy(Lookup):
+        busy = False
+
+        async def __call__(self, request: web.Request) -> Session | None:
+            if self.busy:
+                self.calls += 1
+                raise SessionStoreBusy("pool in use")
+            return await super().__call__(request)
+
+    lookup, clock = Busy(), Clock()
+    cache = SessionCache(lookup, COOKIE, ttl=1.0, clock=clock)
+    lookup.sessions["abc"] = session("alice")
+    assert await cache(request_with("abc")) is not None
+    lookup.busy = True
+    with pytest.raises(SessionStoreBusy):
+        await cache(request_with("made-up"))
+    assert cache.serving and len(cache) == 1
+    assert (await cache(request_with("abc"))).login == "alice"  # type: ignore[union-attr]
 
 
 async def test_forget_and_the_size_bound() -> None:

@@ -267,3 +267,126 @@ async def test_header_values_with_line_breaks_are_refused(upstream: str, pool: U
     with pytest.raises(UpstreamError) as caught:
         await pool.request("GET", upstream, "/small", [("X-Evil", "a\r\nX-Injected: 1")])
     assert caught.value.kind == "broken" and pool.connections_made == 0
+
+
+# -- idle connections: expiry when wanted, and the sweep --------------------------------------
+
+
+class Clock:
+    """How long the pool thinks connections have been idle; its sweeps still run on the loop's
+    real timer (every `keepalive_timeout`)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingServer:
+    """A real keep-alive HTTP server that records each connection's opening and closing."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.closed = 0
+        self.changed = asyncio.Event()
+        self.close_after_answer = False
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def start(self) -> CountingServer:
+        outer = self
+
+        class Protocol(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+                outer.opened += 1
+
+            def data_received(self, data: bytes) -> None:
+                if b"\r\n\r\n" in data:
+                    self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")  # type: ignore[attr-defined]
+                    if outer.close_after_answer:
+                        asyncio.get_running_loop().call_later(0.05, self.transport.close)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                outer.closed += 1
+                outer.changed.set()
+
+        self.server = await asyncio.get_running_loop().create_server(Protocol, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def until_closed(self, count: int, timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout):
+            while self.closed < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[list[CountingServer]]:
+    started = [await CountingServer().start() for _ in range(2)]
+    yield started
+    for server in started:
+        await server.stop()
+
+
+async def test_an_idle_connection_found_expired_is_closed_and_a_new_one_made(
+        servers: list[CountingServer]) -> None:
+    clock, server = Clock(), servers[0]
+    pool = UpstreamPool(keepalive_timeout=30, clock=clock)  # its sweep does not come in this test
+    try:
+        assert (await _read(pool, "GET", server.url, "/"))[0] == 200
+        clock.now += 10  # idle, but within its keep-alive: reused
+        assert (await _read(pool, "GET", server.url, "/"))[0] == 200
+        assert (pool.connections_made, server.opened) == (1, 1)
+        clock.now += 30.5  # idle longer than the keep-alive: closed when wanted, a new one made
+        assert (await _read(pool, "GET", server.url, "/"))[0] == 200
+        assert (pool.connections_made, server.opened) == (2, 2)
+        await server.until_closed(1)
+        assert pool.idle_count() == 1
+    finally:
+        await pool.close()
+
+
+async def test_the_sweep_closes_expired_idle_connections_and_keeps_fresh_ones(
+        servers: list[CountingServer]) -> None:
+    clock = Clock()
+    old, fresh = servers
+    pool = UpstreamPool(keepalive_timeout=0.3, clock=clock)
+    try:
+        await _read(pool, "GET", old.url, "/")  # idle from 1000.0; the first sweep is due in 0.3 s
+        clock.now += 0.2
+        await _read(pool, "GET", fresh.url, "/")  # idle from 1000.2
+        assert pool.idle_count() == 2
+        clock.now += 0.15  # when the sweep runs: the old one is 0.35 idle, the fresh one 0.15
+        await old.until_closed(1)
+        assert (fresh.closed, pool.idle_count()) == (0, 1)
+        clock.now += 1  # the sweep comes again while any connection is idle
+        await fresh.until_closed(1)
+        assert pool.idle_count() == 0
+    finally:
+        await pool.close()
+
+
+async def test_the_sweep_drops_an_idle_connection_the_upstream_closed(servers: list[CountingServer]) -> None:
+    clock, server = Clock(), servers[0]
+    server.close_after_answer = True  # the upstream ends the connection a moment after answering
+    pool = UpstreamPool(keepalive_timeout=0.3, clock=clock)  # its clock stands still: no expiry
+    try:
+        await _read(pool, "GET", server.url, "/")
+        await server.until_closed(1)
+        assert pool.idle_count() == 1  # pooled, but no longer usable
+        deadline = asyncio.get_running_loop().time() + 5
+        while pool.idle_count():  # the sweep (every 0.3 s) finds it unusable
+            assert asyncio.get_running_loop().time() < deadline, "never swept"
+            await asyncio.sleep(0.05)
+        assert (await _read(pool, "GET", server.url, "/"))[0] == 200  # a new one serves
+        assert pool.connections_made == 2
+    finally:
+        await pool.close()

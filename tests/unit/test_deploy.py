@@ -64,7 +64,7 @@ def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None
     assert kinds == Counter({
         "Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 4,
         "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Deployment": 4,
-        "Service": 4, "NetworkPolicy": 5,
+        "Service": 5, "NetworkPolicy": 5,
     })
     # No Secret with placeholder values that could be deployed by mistake.
     assert "Secret" not in kinds
@@ -134,7 +134,7 @@ def named_port(container: dict[str, Any], port: int | str) -> int:
 # name, replicas, subcommand, port, probe kind with /healthz on that port
 COMPONENTS = [
     ("userland-operator", 2, "operator", 8081, "livenessProbe"),
-    ("userland-gateway", 2, "gateway", 8000, "readinessProbe"),
+    ("userland-gateway", 2, "gateway", 8081, "readinessProbe"),  # its internal listener
     ("userland-web", 2, "web", 8080, "readinessProbe"),
 ]
 
@@ -162,6 +162,26 @@ def test_args_parse_with_the_real_command_line(rendered: list[dict[str, Any]], n
     (container,) = containers(find(rendered, "Deployment", name))
     args = main._parser().parse_args(container["args"])
     assert args.listen == f"0.0.0.0:{port}"  # what the container port and probes point at
+
+
+def test_the_gateways_internal_endpoints_have_their_own_port_and_service(
+        rendered: list[dict[str, Any]]) -> None:
+    """/healthz, /metrics and /auth/verify answer only on USERLAND_INTERNAL_LISTEN: the probe,
+    the Prometheus annotation and the internal Service point there; the public Service (what
+    the Ingress routes to) does not carry that port."""
+    deployment = find(rendered, "Deployment", "userland-gateway")
+    (container,) = containers(deployment)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    internal = int(Settings.from_env(env).internal_listen.rsplit(":", 1)[1])
+    public = int(main._parser().parse_args(container["args"]).listen.rsplit(":", 1)[1])
+    assert internal != public
+    assert named_port(container, "internal") == internal
+    assert named_port(container, container["readinessProbe"]["httpGet"]["port"]) == internal
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == str(internal)
+    public_ports = find(rendered, "Service", "userland-gateway")["spec"]["ports"]
+    assert [named_port(container, p["targetPort"]) for p in public_ports] == [public]
+    internal_ports = find(rendered, "Service", "userland-gateway-internal")["spec"]["ports"]
+    assert [named_port(container, p["targetPort"]) for p in internal_ports] == [internal]
 
 
 def test_gateway_outlives_its_websocket_grace(rendered: list[dict[str, Any]]) -> None:

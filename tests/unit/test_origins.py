@@ -9,13 +9,15 @@ from userland.auth.origins import (
     cookie_names,
     cross_site_refusal,
     normalize_origin,
+    parent_domains,
     port_suffix,
+    read_names,
+    repeated_cookie,
     request_origin,
     safe_path,
     split_student_host,
     student_origin,
 )
-from userland.proxy.routing import is_internal_host
 
 HOSTS = {"ide.example.edu", "pma.example.edu"}
 
@@ -97,11 +99,35 @@ def test_safe_path(target: str | None, expected: str) -> None:
     assert safe_path(target) == expected
 
 
-@pytest.mark.parametrize(("host", "internal"), [
-    ("10.1.2.3", True), ("[fd00::1]", True), ("localhost", True), ("userland-gateway", True),
-    ("userland-gateway.userland-system.svc", True), ("gw.ns.svc.cluster.local", True),
-    ("gw.ns.svc.other.domain", False), ("evil.example", False), ("svc.evil.example", False),
-    ("ide.example.edu", False), ("", False),
+READ = frozenset(read_names(cookie_names(False)))
+
+
+@pytest.mark.parametrize(("headers", "found"), [
+    (["userland_origin=a; userland_origin=b"], "userland_origin"),
+    (["userland_session=a; app=1; userland_session=b"], "userland_session"),
+    (["userland_origin=a;  userland_origin =b"], "userland_origin"),  # servers trim names
+    (["userland_login=a", "userland_login=b"], "userland_login"),  # two header lines
+    (["userland_origin=a; userland_session=b; userland_login=c"], None),
+    (["userland_origin=a; Userland_Origin=b"], None),  # another name to a server
+    (["userland_origin=a; __Host-userland_origin=b"], None),  # not read in this mode
+    (["app=1; app=2"], None),  # the environment's own business
+    (["userland_origin"], None), ([""], None), ([], None),
 ])
-def test_internal_hosts(host: str, internal: bool) -> None:
-    assert is_internal_host(host, "cluster.local") == internal
+def test_repeated_cookie(headers: list[str], found: str | None) -> None:
+    assert repeated_cookie(headers, READ) == found
+
+
+def test_repeated_cookie_in_the_secure_mode_reads_the_host_names() -> None:
+    secure = frozenset(read_names(cookie_names(True)))
+    assert repeated_cookie(["__Host-userland_session=a; __Host-userland_session=b"], secure) \
+        == "__Host-userland_session"
+    assert repeated_cookie(["userland_session=a; userland_session=b"], secure) is None
+
+
+@pytest.mark.parametrize(("host", "parents"), [
+    ("alice.ide.example.edu", ("ide.example.edu", "example.edu", "edu")),
+    ("alice.demo.localhost", ("demo.localhost", "localhost")),
+    ("localhost", ()), ("10.1.2.3", ()), ("[fd00::1]", ()),
+])
+def test_parent_domains(host: str, parents: tuple[str, ...]) -> None:
+    assert parent_domains(host) == parents

@@ -97,3 +97,41 @@ def test_every_module_imports_from_the_wheel(wheel: Path, tmp_path: Path) -> Non
         timeout=60,
     )
     assert where.stdout.startswith(str(tmp_path / "site")), where.stdout + where.stderr
+
+
+def test_the_aiohttp_pin_comment_names_every_module_allowed_its_internals() -> None:
+    """The import-linter contract allows aiohttp's private modules in named modules only; the
+    comment on the pin says which (an upgrade of aiohttp must look at each of them)."""
+    import tomllib
+
+    text = (REPO / "pyproject.toml").read_text()
+    config = tomllib.loads(text)
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["type"] == "private_submodules"]
+    assert contract["package"] == "aiohttp"
+    lines = text.splitlines()
+    pin = next(i for i, line in enumerate(lines) if line.strip().startswith('"aiohttp>='))
+    comment = []
+    for line in reversed(lines[:pin]):
+        if not line.strip().startswith("#"):
+            break
+        comment.append(line)
+    named = " ".join(comment)
+    for module in contract["allowed_importers"]:
+        folder, name = module.removeprefix("userland.").split(".")
+        assert f"{folder}/{name}.py" in named, module
+
+
+@pytest.mark.parametrize(("line", "modules"), [
+    ("from aiohttp import web", ["aiohttp"]),
+    ("from aiohttp.client_proto import ResponseHandler", ["aiohttp.client_proto"]),
+    ("    from aiohttp.http_parser import (", ["aiohttp.http_parser"]),
+    ("import aiohttp.streams as streams, json", ["aiohttp.streams"]),
+    ("import aiohttp", ["aiohttp"]),
+    ("from aiohttp_jinja2 import x", []),
+    ("from yarl import URL", []),
+])
+def test_the_contract_reads_import_lines(line: str, modules: list[str]) -> None:
+    from _importlinter_private import imported_modules  # the repo root (pytest's pythonpath)
+
+    assert imported_modules(line, "aiohttp") == modules

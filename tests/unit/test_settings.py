@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from userland.platform.settings import Settings, SettingsError, client_address
+from userland.platform.settings import Settings, SettingsError, client_address, split_listen
 
 
 def test_defaults_and_parsing() -> None:
@@ -96,6 +96,17 @@ def test_gateway_limits_refuse_bad_values_with_one_line(name: str, value: str, m
         Settings.from_env({name: value})
     assert name in str(caught.value) and message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_the_internal_listener_has_a_default_and_parses() -> None:
+    assert Settings.from_env({}).internal_listen == "0.0.0.0:8081"
+    given = Settings.from_env({"USERLAND_INTERNAL_LISTEN": "127.0.0.1:9100"})
+    assert given.internal_listen == "127.0.0.1:9100"
+    assert split_listen("[::]:8081") == ("::", 8081) and split_listen(":8081") == ("0.0.0.0", 8081)
+    for bad in ("8081", "host:port", "0.0.0.0:70000", "0.0.0.0:"):
+        with pytest.raises(SettingsError) as caught:
+            Settings.from_env({"USERLAND_INTERNAL_LISTEN": bad})
+        assert "USERLAND_INTERNAL_LISTEN" in str(caught.value) and "host:port" in str(caught.value)
 
 
 @pytest.mark.parametrize(("peer", "forwarded", "trusted", "client"), [

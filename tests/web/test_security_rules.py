@@ -13,15 +13,25 @@ NOW = 1_800_000_000.0
 PUBLIC = "https://userland.example.edu"
 
 
-def test_csrf_token_is_bound_to_the_login_and_expires() -> None:
-    token = security.csrf_token(SECRET, "teacher", now=NOW)
-    assert security.csrf_valid(token, SECRET, "teacher", now=NOW)
-    assert security.csrf_valid(token, SECRET, "teacher", now=NOW + security.CSRF_WINDOW_SECONDS)
-    assert not security.csrf_valid(token, SECRET, "teacher", now=NOW + 2 * security.CSRF_WINDOW_SECONDS)
-    assert not security.csrf_valid(token, SECRET, "alice", now=NOW)
-    assert not security.csrf_valid(token, "x" * 40, "teacher", now=NOW)
+SESSION = "a1" * 16
+NEXT_SESSION = "b2" * 16  # the same login signed in again
+
+
+def test_csrf_token_is_bound_to_the_login_and_the_session_and_expires() -> None:
+    token = security.csrf_token(SECRET, "teacher", SESSION, now=NOW)
+    assert security.csrf_valid(token, SECRET, "teacher", SESSION, now=NOW)
+    assert security.csrf_valid(token, SECRET, "teacher", SESSION, now=NOW + security.CSRF_WINDOW_SECONDS)
+    assert not security.csrf_valid(token, SECRET, "teacher", SESSION,
+                                   now=NOW + 2 * security.CSRF_WINDOW_SECONDS)
+    assert not security.csrf_valid(token, SECRET, "alice", SESSION, now=NOW)
+    assert not security.csrf_valid(token, "x" * 40, "teacher", SESSION, now=NOW)
+    # Signed out (and in again): the same login, a new session, none of the old tokens.
+    assert not security.csrf_valid(token, SECRET, "teacher", NEXT_SESSION, now=NOW)
+    # An identity without a session id has no valid token at all.
+    assert not security.csrf_valid(security.csrf_token(SECRET, "teacher", "", now=NOW), SECRET, "teacher", "",
+                                   now=NOW)
     for bad in ("", "nonsense", "1.", ".abc", token.replace(".", "")):
-        assert not security.csrf_valid(bad, SECRET, "teacher", now=NOW)
+        assert not security.csrf_valid(bad, SECRET, "teacher", SESSION, now=NOW)
 
 
 @pytest.mark.parametrize(("origin", "referer", "ok"), [
