@@ -32,9 +32,12 @@ PUBLIC = "http://userland.localhost:8000"
 Client = TestClient[web.Request, web.Application]
 
 
+SESSION = "5e55" * 8  # the gateway session id every test identity carries
+
+
 def headers(login: str, role: str = "student", *, teams: tuple[str, ...] = (), now: float | None = None,
             audience: identity.Audience = "web") -> dict[str, str]:
-    ident = identity.for_audience(login, audience, role=role, teams=teams, session="5e55" * 8)
+    ident = identity.for_audience(login, audience, role=role, teams=teams, session=SESSION)
     return dict(identity.identity_headers(ident, SECRET, now))
 
 
@@ -201,7 +204,7 @@ async def test_bad_identities_get_401(client: Client, courses: tuple[str, str], 
     elif kind == "env-audience":
         hdrs = headers("teacher", audience="env")
     elif kind == "other-secret":
-        ident = identity.for_audience("teacher", "web", session="5e55" * 8)
+        ident = identity.for_audience("teacher", "web", session=SESSION)
         hdrs = dict(identity.identity_headers(ident, "x" * 40))
     response = await client.get(path.format(ns=courses[0]), headers=hdrs)
     assert response.status == 401

@@ -17,7 +17,7 @@ import redis.asyncio
 from aiohttp.test_utils import TestClient
 
 from tests.web.support import make_course
-from tests.web.test_course_pages import PUBLIC, SECRET, headers, settings
+from tests.web.test_course_pages import PUBLIC, SECRET, SESSION, headers, settings
 from userland.platform.kube import USERLANDS, KubeClient
 from userland.platform.kubeconfig import cluster_access
 from userland.web import security
@@ -87,7 +87,7 @@ async def test_600_students_render_with_no_api_call_per_row_or_filter(
         response = await client.post(f"/courses/{namespace}/actions",
                                      headers={**headers("teacher"), "Origin": PUBLIC},
                                      data={"action": "suspend", "scope": "all", "phase": "ready", "q": "",
-                                           "csrf": security.csrf_token(SECRET, "teacher")})
+                                           "csrf": security.csrf_token(SECRET, "teacher", SESSION)})
         page = await response.text()
         assert response.status == 200 and "Suspend 180 environments" in page, page[-800:]
         assert sum((counting.requests - before).values()) == 1, counting.requests - before
