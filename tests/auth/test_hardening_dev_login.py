@@ -18,8 +18,9 @@ import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import web
-from authflow import create_test_app, free_port
+from authflow import create_test_app
 
+from tests.support import free_port
 from userland.platform.sessions import RedisSessionStore
 from userland.platform.settings import Settings, dev_login_refusal, is_loopback_host
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio
-from authflow import free_port
 
+from tests.support import free_port
 from userland.platform.sessions import (
     MemorySessionStore,
     RedisSessionStore,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.web.support import add_userland, eventually, make_course, set_phase
+from tests.support import eventually
+from tests.web.support import add_userland, make_course, set_phase
 from userland.local.controlplane import ControlPlane
 from userland.platform.kube import EVENTS, NAMESPACES, AlreadyExists, KubeClient, Resource
 from userland.web import row_status, state
