@@ -31,7 +31,7 @@ from userland.local.probes import run_probe
 from userland.local.process_tree import Confinement, Placement
 from userland.local.sockets import session_listeners
 from userland.local.users import LocalUser
-from userland.platform.events import timestamp
+from userland.platform.objects import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class Container:
             state="running",
             reason="",
             message="",
-            started_at=timestamp(),
+            started_at=rfc3339(),
             finished_at="",
             exit_code=None,
             ready=self.plan.readiness is None,
@@ -225,7 +225,7 @@ class Container:
             "reason": reason,
             "message": message,
             "startedAt": self.state.started_at,
-            "finishedAt": timestamp(),
+            "finishedAt": rfc3339(),
         }
         self._set(
             state="terminated",
@@ -347,7 +347,7 @@ class DemoContainer(Container):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
         self._set(
-            state="running", reason="", message="", started_at=timestamp(), ready=self.plan.readiness is None
+            state="running", reason="", message="", started_at=rfc3339(), ready=self.plan.readiness is None
         )
         self.on_event("Normal", "Started", f"Started container {self.plan.name} (the demo environment)")
         await self._readiness()

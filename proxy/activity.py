@@ -29,13 +29,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 
 from userland.platform import naming
 from userland.platform.kube import USERLANDS, KubeClient, KubeError, NotFound
 from userland.platform.models import Activity, parse_time
+from userland.platform.objects import rfc3339
 from userland.platform.settings import Settings
 from userland.proxy import vscode_frames
 
@@ -68,10 +68,6 @@ def frame_counts(data: bytes | str, activity: Activity) -> bool:
     if activity.websocket_protocol == "vscode":
         return vscode_frames.counts_as_use(data if isinstance(data, bytes) else data.encode())
     return True
-
-
-def stamp(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def intervals(settings: Settings, idle_timeout: int | None) -> tuple[float, float]:
@@ -175,7 +171,7 @@ class ActivityTracker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for (ns, name), entry, api_every in due:
                     # The newest use any replica saw: a Lua-free max (GETs below read it back).
-                    pipe.set(f"{REDIS_PREFIX}{ns}/{name}", stamp(entry.used), get=True)
+                    pipe.set(f"{REDIS_PREFIX}{ns}/{name}", rfc3339(entry.used), get=True)
                     pipe.set(f"{REDIS_PREFIX}lease:{ns}/{name}", "1", nx=True, ex=max(1, int(api_every)))
                 results = await pipe.execute()
         except Exception as err:
@@ -199,7 +195,7 @@ class ActivityTracker:
         namespace, name = key
         # The one field the gateway writes: its RBAC allows patching Userlands, this code
         # never sends anything but this annotation.
-        patch = {"metadata": {"annotations": {naming.ANNOTATION_LAST_ACTIVITY: stamp(used)}}}
+        patch = {"metadata": {"annotations": {naming.ANNOTATION_LAST_ACTIVITY: rfc3339(used)}}}
         try:
             await self.kube.merge_patch(USERLANDS, namespace, name, patch)
         except NotFound:

@@ -34,18 +34,15 @@ from userland.platform.kube import (
     KubeClient,
     KubeError,
 )
+from userland.platform.objects import meta
 from userland.web import dashboard, slim
-from userland.web.courses import COURSE_LABEL, Course
+from userland.web.courses import Course
 from userland.web.notifier import EVERYTHING, Notifier
 
 log = logging.getLogger(__name__)
 
 WatchStatus = Literal["starting", "ready", "not_set_up", "degraded"]
 STATE = "userland.class_state"  # WebContext.extras key for the ClassState
-
-
-def _meta(obj: JSON | None) -> JSON:
-    return (obj or {}).get("metadata") or {}
 
 
 def _user(obj: JSON | None) -> str:
@@ -105,7 +102,7 @@ class CourseWatch:
         for obj, present in ((old, False), (new, True)):
             if obj is None:
                 continue
-            name, user = str(_meta(obj).get("name") or ""), _user(obj)
+            name, user = str(meta(obj).get("name") or ""), _user(obj)
             spec = obj.get("spec") or {}
             try:
                 deployment = naming.deployment_name(str(spec.get("template") or ""), user)
@@ -130,13 +127,13 @@ class CourseWatch:
 
     def _on_deployment(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old or {}
-        labels = _meta(obj).get("labels") or {}
-        self._touch({str(labels.get(naming.LABEL_USER) or self.owner.get(_meta(obj).get("name", ""), ""))})
+        labels = meta(obj).get("labels") or {}
+        self._touch({str(labels.get(naming.LABEL_USER) or self.owner.get(meta(obj).get("name", ""), ""))})
 
     def _on_pod(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old or {}
-        name = str(_meta(obj).get("name") or "")
-        labels = _meta(obj).get("labels") or {}
+        name = str(meta(obj).get("name") or "")
+        labels = meta(obj).get("labels") or {}
         userland = str(labels.get(naming.LABEL_USERLAND) or "")
         if new is not None:
             self.pods_of.setdefault(userland, set()).add(name)
@@ -166,7 +163,7 @@ class CourseWatch:
         obj = new or old or {}
         if obj.get("type") != "Warning":
             return
-        name = str(_meta(obj).get("name") or "")
+        name = str(meta(obj).get("name") or "")
         target = self._involved(obj)
         if new is not None:
             self.warnings.setdefault(target, set()).add(name)
@@ -188,7 +185,7 @@ class CourseWatch:
         return found
 
     def template_objects(self) -> dict[str, JSON]:
-        return {str(_meta(t).get("name")): t for t in self.templates.items()}
+        return {str(meta(t).get("name")): t for t in self.templates.items()}
 
     def row(self, login: str, templates: dict[str, JSON] | None = None) -> dashboard.StudentRow | None:
         cached = self._rows.get(login)
@@ -201,7 +198,7 @@ class CourseWatch:
         userlands = [u for u in (self.userlands.get(self.namespace, n) for n in sorted(names)) if u]
         envs = []
         for obj in userlands:
-            name = str(_meta(obj).get("name"))
+            name = str(meta(obj).get("name"))
             pod_names = self.pods_of.get(naming.label_value(name), set())
             pods = [p for p in (self.pods.get(self.namespace, n) for n in pod_names) if p]
             deployment = self.deployment_of.get(name, name)
@@ -262,7 +259,7 @@ class ClassState:
         self.kube = kube
         self.notifier = Notifier(tick)
         self.probe_interval = probe_interval
-        self.namespaces = Informer(kube, NAMESPACES, label_selector=f"{COURSE_LABEL}=true",
+        self.namespaces = Informer(kube, NAMESPACES, label_selector=f"{naming.LABEL_COURSE}=true",
                                    transform=slim.namespace, compact=True)
         self.namespaces.add_handler(self._on_namespace)
         self.watches: dict[str, CourseWatch] = {}
@@ -270,7 +267,7 @@ class ClassState:
         self._background: list[asyncio.Task[None]] = []
 
     def _on_namespace(self, old: JSON | None, new: JSON | None) -> None:
-        name = str(_meta(new or old).get("name") or "")
+        name = str(meta(new or old).get("name") or "")
         if new is not None and name not in self.watches:
             watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval)
             self.watches[name] = watch
