@@ -24,7 +24,6 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
@@ -32,6 +31,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+import userland.proxy.decision as decision
+from userland.auth.origin_sessions import OriginSession
 from userland.auth.origins import (
     PLATFORM_COOKIES,
     cookie_names,
@@ -42,7 +43,7 @@ from userland.auth.origins import (
 from userland.platform import identity, naming
 from userland.platform.bodies import userland_body
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
-from userland.platform.sessions import SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.platform.storage_words import Storage
 from userland.proxy.accesslog import LOGIN_KEY
@@ -54,6 +55,7 @@ from userland.proxy.pages import Pages
 from userland.proxy.repeated_cookies import RepeatedCookies
 from userland.proxy.routes_cache import RoutingCache, UserlandState
 from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
+from userland.proxy.session_cache import SessionLookup
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
 from userland.proxy.websocket import (
     WebSocketPair,
@@ -64,23 +66,6 @@ from userland.proxy.websocket import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class SessionLike(Protocol):
-    @property
-    def login(self) -> str: ...
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def teams(self) -> tuple[str, ...]: ...
-
-    @property
-    def csrf(self) -> str: ...
-
-
-SessionLookup = Callable[[web.Request], Awaitable[SessionLike | None]]
 
 
 def wants_html(request: web.Request) -> bool:
@@ -113,15 +98,15 @@ def _env_identity(login: str) -> identity.Identity:
 
 class Gateway:
     def __init__(self, settings: Settings, *, routes: RoutingCache, kube: KubeClient,
-                 session_lookup: SessionLookup, metrics: GatewayMetrics,
-                 origin_lookup: SessionLookup | None = None,
-                 activity: ActivityTracker | None = None) -> None:
+                 platform_sessions: SessionLookup[Session], origin_sessions: SessionLookup[OriginSession],
+                 metrics: GatewayMetrics, activity: ActivityTracker | None = None) -> None:
         self.settings = settings
         self.routes = routes
         self.kube = kube
-        self.session_lookup = session_lookup
-        # A student origin's own session; without one (tests of the proxy core) the platform's.
-        self.origin_lookup = origin_lookup if origin_lookup is not None else session_lookup
+        # Typed lookups (cached: proxy/session_cache.py): the platform host's sessions, and
+        # student origins' own sessions, each bound to one origin (auth/origin_sessions.py).
+        self.platform_sessions = platform_sessions
+        self.origin_sessions = origin_sessions
         # Every platform cookie is stripped from what goes upstream and from what comes back.
         self.session_cookie = PLATFORM_COOKIES
         self.cookie_names = cookie_names(settings.cookie_secure)  # the names this gateway reads
@@ -219,15 +204,11 @@ class Gateway:
         return web.Response(status=302, headers={"Location": self.handoff_url(request),
                                                  "Cache-Control": "no-store"})
 
-    async def _session(self, request: web.Request) -> SessionLike | None:
-        session = await self.session_lookup(request)
+    async def _platform_session(self, request: web.Request) -> Session | None:
+        session = await self.platform_sessions(request)
         if session is not None:
             request[LOGIN_KEY] = session.login.lower()
         return session
-
-    async def _login(self, request: web.Request) -> str | None:
-        session = await self._session(request)
-        return None if session is None else session.login.lower()
 
     async def forward(self, request: web.Request, base_url: str,
                       user: identity.Identity | None,
@@ -290,52 +271,81 @@ class Gateway:
     async def handle_template(self, request: web.Request, route: TemplateRoute, *,
                               owner: str | None = None) -> web.StreamResponse:
         """A Template route: on `owner`'s origin (host routes), or on the platform's host
-        (path routes, `owner` None)."""
+        (path routes, `owner` None). The decision is proxy/decision.py's; this gathers its
+        facts and answers it."""
+        websocket = is_websocket_upgrade(request)
         try:
-            session = await (self.origin_lookup if owner is not None else self.session_lookup)(request)
+            session: Session | OriginSession | None = await (
+                self.origin_sessions(request) if owner is not None else self.platform_sessions(request))
         except SessionStoreBusy:
             return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
-        if session is None:
-            if owner is not None:
-                if wants_html(request) and not is_websocket_upgrade(request):
-                    return web.Response(status=302, headers={"Location": self.handoff_url(request),
-                                                             "Cache-Control": "no-store"})
-                if is_background(request):
-                    return self.pages.signed_out_background()
-                return web.Response(status=401, text="login required\n",
-                                    headers={"Cache-Control": "no-store"})
-            return self.not_logged_in(request)
-        login = session.login.lower()
-        request[LOGIN_KEY] = login
-        if owner is not None:
-            origin = getattr(session, "origin", None)
-            here = self.origin_of(request.host)
-            if login != owner or (origin is not None and origin != here):
-                assert route.host is not None
-                return self.pages.not_yours(login, self.own_origin(login, route.host) + "/", owner)
-        name = route.display_name or route.template
+        visitor = None if session is None else self._visitor(request, session)
+        here = self.origin_of(request.host) if owner is not None else None
+        admission = decision.admit(visitor, owner=owner, here=here,
+                                   navigation=wants_html(request) and not websocket,
+                                   background=is_background(request))
+        if not isinstance(admission, decision.Admitted):
+            return self._refusal(request, admission, route, visitor, owner)
+        login = admission.login
         userland = self.routes.userland(route.namespace, route.template, login)
-        if userland is None:
-            for lost in lost_to(route, self.routes.routes):
-                if self.routes.userland(lost.namespace, lost.template, login) is not None:
-                    # Theirs is a Template this address is not routed to (a collision).
-                    return self.pages.unreachable(lost.display_name or lost.template, login)
-            if route.self_service:
-                return await self._self_service(request, route, session)
+        base = None if userland is None or not userland.ready else self.environment_url(route, login)
+        lost = userland is None and any(
+            self.routes.userland(r.namespace, r.template, login) is not None
+            for r in lost_to(route, self.routes.routes))
+        outcome = decision.serve(userland, has_address=base is not None, self_service=route.self_service,
+                                 lost_has_userland=lost)
+        name = route.display_name or route.template
+        if outcome is decision.Outcome.FORWARD:
+            assert userland is not None and base is not None
+            return await self._forward_to_environment(request, route, userland, base, login, websocket)
+        if outcome is decision.Outcome.UNREACHABLE:
+            # Theirs is a Template this address is not routed to (a collision).
+            lost_route = next(r for r in lost_to(route, self.routes.routes)
+                              if self.routes.userland(r.namespace, r.template, login) is not None)
+            return self.pages.unreachable(lost_route.display_name or lost_route.template, login)
+        if outcome is decision.Outcome.SELF_SERVICE:
+            assert session is not None
+            return await self._self_service(request, route, login, session.csrf)
+        if outcome is decision.Outcome.FORBIDDEN:
             return self.pages.forbidden(name, login, f"{self.settings.public_url}/auth/logout")
-        websocket = is_websocket_upgrade(request)
-        if userland.suspended:
+        assert userland is not None
+        if outcome is decision.Outcome.SUSPENDED:
             return self.pages.suspended(name, login, route.storage)
-        if not userland.ready:
+        if outcome is decision.Outcome.NOT_RUNNING:
             return await self._not_running(request, route, userland, name, login, websocket=websocket)
-        base = self.environment_url(route, login)
-        if base is None:
-            # Ready, but its address is not here yet (the watch of its Service lags a moment):
-            # still starting, as far as the student can tell.
-            return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
-                                         storage=route.storage)
+        # STARTING: Ready, but its address is not here yet (the watch of its Service lags a
+        # moment): still starting, as far as the student can tell.
+        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
+                                     storage=route.storage)
+
+    @staticmethod
+    def _visitor(request: web.Request, session: Session | OriginSession) -> decision.Visitor:
+        login = request[LOGIN_KEY] = session.login.lower()
+        # An origin session is bound to its origin; the platform's own session to none.
+        return decision.Visitor(login, session.origin if isinstance(session, OriginSession) else None)
+
+    def _refusal(self, request: web.Request, outcome: decision.Outcome, route: TemplateRoute,
+                 visitor: decision.Visitor | None, owner: str | None) -> web.StreamResponse:
+        no_store = {"Cache-Control": "no-store"}
+        if outcome is decision.Outcome.HANDOFF:
+            return web.Response(status=302, headers={"Location": self.handoff_url(request), **no_store})
+        if outcome is decision.Outcome.SIGNED_OUT_BACKGROUND:
+            return self.pages.signed_out_background()
+        if outcome is decision.Outcome.LOGIN_REDIRECT:
+            return web.Response(status=302, headers={"Location": self.login_url(request), **no_store})
+        if outcome is decision.Outcome.NOT_YOURS:
+            assert visitor is not None and owner is not None and route.host is not None
+            own = self.own_origin(visitor.login, route.host) + "/"
+            return self.pages.not_yours(visitor.login, own, owner)
+        return web.Response(status=401, text="login required\n", headers=no_store)
+
+    async def _forward_to_environment(self, request: web.Request, route: TemplateRoute,
+                                      userland: UserlandState, base: str, login: str,
+                                      websocket: bool) -> web.StreamResponse:
+        """Forward to `login`'s environment, noting use of it (sleep and wake)."""
+        name = route.display_name or route.template
         key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
         on_data: Callable[[bytes | str], None] | None = None
         if idle is None:
@@ -401,17 +411,16 @@ class Gateway:
                             cluster_domain=self.settings.cluster_domain,
                             annotation=service.upstream_annotation, cluster_ip=service.cluster_ip)
 
-    async def _self_service(self, request: web.Request, route: TemplateRoute,
-                            session: SessionLike) -> web.StreamResponse:
+    async def _self_service(self, request: web.Request, route: TemplateRoute, login: str,
+                            csrf: str) -> web.StreamResponse:
         """No Userland yet on a self-service Template: a page with a button (GET), created on
         its POST with the session's CSRF token; never created by a GET (a cross-site image tag
-        would otherwise create environments)."""
-        login = session.login.lower()
+        would otherwise create environments). `csrf`: the form token of the request's session."""
         name = route.display_name or route.template
         if request.method != "POST":
-            return self.pages.offer(name, login, session.csrf, request.path)
+            return self.pages.offer(name, login, csrf, request.path)
         form = await request.post()
-        if not hmac.compare_digest(str(form.get("csrf") or ""), session.csrf):
+        if not hmac.compare_digest(str(form.get("csrf") or ""), csrf):
             return self.pages.error(403, "Form expired", "This form has expired. Please try again.",
                                     link_url=request.path, link_text="Back")
         created = await self._create_userland(route, login)
@@ -422,7 +431,7 @@ class Gateway:
     async def handle_platform(self, request: web.Request) -> web.StreamResponse:
         """The platform's own host (not /auth/): the web UI, with the caller's identity if any."""
         try:
-            session = await self._session(request)
+            session = await self._platform_session(request)
         except SessionStoreBusy:
             return self.pages.busy()
         except SessionStoreUnavailable:
