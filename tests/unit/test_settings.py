@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import yaml
 
 from userland.platform import settings as settings_module
 from userland.platform.addresses import client_address, split_listen
@@ -183,3 +184,20 @@ def test_readme_lists_every_setting_as_declared() -> None:
     shown = text[text.index(begin) + len(begin):text.index(end)]
     assert shown == settings_module.markdown_table(), (
         "README's settings table differs from platform/settings.py: paste markdown_table()'s output")
+
+
+def test_deploy_sets_only_declared_settings_and_they_parse() -> None:
+    """deploy/config.env and the Deployments' env name real settings (a typo would be ignored)."""
+    deploy = README.parent / "deploy"
+    known = {settings_module.env_name(f.name) for f in settings_module.declarations()}
+    config = dict(line.split("=", 1) for line in (deploy / "config.env").read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))
+    assert set(config) <= known, set(config) - known
+    Settings.from_env(config)  # every value there parses
+    for manifest in ("gateway.yaml", "web.yaml", "operator.yaml"):
+        for doc in yaml.safe_load_all((deploy / manifest).read_text()):
+            if not doc or doc.get("kind") != "Deployment":
+                continue
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                names = {e["name"] for e in container.get("env") or [] if e["name"].startswith("USERLAND_")}
+                assert names <= known, (manifest, names - known)
