@@ -18,7 +18,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -27,6 +26,7 @@ from aiohttp import web
 from userland.local import demo_env, mountns
 from userland.local.controlplane import die_with_parent
 from userland.local.podplan import ContainerPlan, Probe
+from userland.local.podstatus import ContainerState
 from userland.local.probes import run_probe
 from userland.local.process_tree import Confinement, Placement
 from userland.local.sockets import session_listeners
@@ -40,23 +40,6 @@ NOT_FOUND = 127
 # A run this long is not a crash loop: the next backoff starts from the beginning.
 STABLE_SECONDS = 60.0
 SOCKET_CHECK_SECONDS = 2.0
-
-
-@dataclass
-class ContainerState:
-    """What the Pod's status says of one container (see podstatus.py)."""
-
-    name: str
-    image: str
-    state: str = "waiting"  # waiting | running | terminated
-    reason: str = "ContainerCreating"
-    message: str = ""
-    started_at: str = ""
-    finished_at: str = ""
-    exit_code: int | None = None
-    ready: bool = False
-    restarts: int = 0
-    last_exit: dict[str, object] = field(default_factory=dict)
 
 
 def _log_tail(path: Path, limit: int = 300) -> str:

@@ -20,9 +20,9 @@ from typing import Any
 
 import aiohttp
 
-from userland.local.containers import Container, ContainerState, DemoContainer
+from userland.local.containers import Container, DemoContainer
 from userland.local.podplan import DEMO_PROGRAM, ContainerPlan, PodPlan, Unrunnable
-from userland.local.podstatus import pod_status
+from userland.local.podstatus import ContainerState, pod_status
 from userland.local.process_tree import Confinement
 from userland.local.users import LocalUser
 from userland.platform.objects import rfc3339

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
+from tests.support import eventually
 from userland.platform import naming
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
 from userland.platform.models import Activity
@@ -24,7 +25,6 @@ from .conftest import (
     GatewayFactory,
     Origins,
     World,
-    eventually,
     gateway_settings,
     golden_vscode_frames,
     origin_cookie,
