@@ -52,6 +52,7 @@ from userland.auth.origins import (
 from userland.auth.routes import setup_auth
 from userland.auth.session_routes import verify
 from userland.platform.addresses import client_address
+from userland.platform.grant_store import GrantStore
 from userland.platform.kube import KubeClient
 from userland.platform.redis_pool import anonymous_client, connect_redis
 from userland.platform.routes import platform_host_of
@@ -71,7 +72,7 @@ from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
 from userland.proxy.pages import OWN_RESPONSE_HEADERS
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import host_route_for, prefix_route_for, request_host
+from userland.proxy.routing import host_namespaces, host_route_for, prefix_route_for, request_host
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache, SessionLookup
 from userland.proxy.upstream import make_client_session
 from userland.proxy.websocket import is_websocket_upgrade
@@ -146,9 +147,13 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         gateway = holder.get("gateway")
         return set() if gateway is None else set(gateway.routes.routes.hosts)
 
+    def namespaces_of(host: str) -> tuple[str, ...]:
+        gateway = holder.get("gateway")
+        return () if gateway is None else host_namespaces(host, gateway.routes.routes)
+
     # Forward-auth is served by the internal app, never on the public listener.
     auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
-                      forward_auth=False)
+                      host_namespaces=namespaces_of, forward_auth=False)
     if session_cache_ttl > 0:
         cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
         app[SESSION_CACHE] = cache
@@ -170,7 +175,8 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
                               platform_host=platform_host_of(settings.public_url))
         gateway = Gateway(settings, routes=routes, kube=client, platform_sessions=lookup,
                           origin_sessions=origin_lookup, metrics=metrics or GatewayMetrics(),
-                          activity=ActivityTracker(settings, client, redis_conn))
+                          activity=ActivityTracker(settings, client, redis_conn),
+                          grants=GrantStore(redis_conn))
         gateway.open(make_client_session())
         app[GATEWAY] = gateway
         for key in (SESSION_CACHE, ORIGIN_SESSION_CACHE):
@@ -180,13 +186,15 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         holder["gateway"] = gateway
         await routes.start()
         flusher = asyncio.create_task(gateway.activity.run())
+        grant_watch = asyncio.create_task(gateway.grant_watch.run())
         try:
             await routes.wait_synced()
             log.info("gateway routing data synced", extra={"templates": len(routes.templates.store)})
             yield
         finally:
             flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
+            grant_watch.cancel()
+            await asyncio.gather(flusher, grant_watch, return_exceptions=True)
             # What students did since the last flush is not lost with this replica.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(gateway.activity.flush(everything=True), 5)

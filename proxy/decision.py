@@ -11,6 +11,12 @@ reached only over HTTP:
    "not yours" page. No session: a page navigation on an origin goes through the platform's
    handoff, a tab's own background request is told it is signed out, the rest get a 401; on a
    path route, a navigation goes to the login and anything else gets a 401.
+   A member of staff is let into the owner's environment only by a live help grant
+   (platform/grants.py) that their origin session is bound to, for this owner, this route's
+   course and this staff member; a grant that has ended (or run out) is `GRANT_ENDED`, never
+   access. A staff member's request must also come from the owner's origin itself or be a
+   top-level page load (`embedded_elsewhere`): another site's page in their browser cannot make
+   it fetch, frame or embed the student's environment with their access.
 2. `serve`: what the admitted visitor's environment can give: the environment itself
    (`FORWARD`), or the page that says why not (suspended, starting, asleep, none here).
 
@@ -24,6 +30,8 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
+from userland.platform.grants import Grant
+
 
 @dataclass(frozen=True, slots=True)
 class Visitor:
@@ -32,6 +40,10 @@ class Visitor:
 
     login: str  # lowercase
     origin: str | None = None
+    # A member of staff's origin session is bound to a help grant: the grant while it is live,
+    # `grant_ended` once it is gone (ended, or run out: its key expired).
+    grant: Grant | None = None
+    grant_ended: bool = False
 
 
 class UserlandFacts(Protocol):
@@ -51,6 +63,8 @@ class Outcome(enum.Enum):
     LOGIN_REQUIRED = "login_required"        # no session, anything else: 401
     LOGIN_REDIRECT = "login_redirect"        # no session on a path route, a navigation: the login
     NOT_YOURS = "not_yours"                  # someone else's origin (or a session of another origin)
+    GRANT_ENDED = "grant_ended"              # staff whose help grant has ended
+    STAFF_EMBEDDED = "staff_embedded"        # staff access asked for by another site's page
     # serve
     UNREACHABLE = "unreachable"              # theirs is a Template this address is not routed to
     SELF_SERVICE = "self_service"            # none yet; the Template offers one
@@ -63,19 +77,23 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """The visitor may reach `login`'s environment of the route."""
+    """The visitor may reach `login`'s environment of the route (as staff, by `staff`)."""
 
     login: str
+    staff: Grant | None = None
 
 
 Admission = Admitted | Outcome
 
 
 def admit(visitor: Visitor | None, *, owner: str | None, here: str | None, navigation: bool,
-          background: bool) -> Admission:
+          background: bool, namespace: str = "", now: float = 0.0,
+          embedded_elsewhere: bool = False) -> Admission:
     """Stage 1. `owner`: the login an origin names (None on the platform host's path routes);
     `here`: this request's origin; `navigation`: a page load (GET/HEAD for HTML, not a
-    WebSocket); `background`: a tab's own fetch or XHR (Sec-Fetch-Mode cors/same-origin/no-cors)."""
+    WebSocket); `background`: a tab's own fetch or XHR (Sec-Fetch-Mode cors/same-origin/no-cors);
+    `namespace`: the route's course; `embedded_elsewhere`: the request comes from another
+    origin's page and is not a top-level page load (`embedded_elsewhere()`)."""
     if visitor is None:
         if owner is None:
             return Outcome.LOGIN_REDIRECT if navigation else Outcome.LOGIN_REQUIRED
@@ -83,11 +101,31 @@ def admit(visitor: Visitor | None, *, owner: str | None, here: str | None, navig
             return Outcome.HANDOFF
         return Outcome.SIGNED_OUT_BACKGROUND if background else Outcome.LOGIN_REQUIRED
     if owner is None:
-        return Admitted(visitor.login)
+        return Admitted(visitor.login)  # path routes: a platform session, never a grant
     # An origin session is bound to one origin: never honoured on another (even of its owner).
-    if visitor.login != owner or visitor.origin != here:
+    if visitor.origin != here:
         return Outcome.NOT_YOURS
-    return Admitted(visitor.login)
+    if visitor.grant_ended:
+        return Outcome.GRANT_ENDED
+    grant = visitor.grant
+    if grant is None:
+        return Admitted(owner) if visitor.login == owner else Outcome.NOT_YOURS
+    if grant.staff != visitor.login or grant.student != owner or grant.course != namespace:
+        return Outcome.NOT_YOURS  # another student's, or another course's route on this host
+    if not grant.live(now):
+        return Outcome.GRANT_ENDED  # run out since the session was looked up (cached up to 1 s)
+    if embedded_elsewhere:
+        return Outcome.STAFF_EMBEDDED
+    return Admitted(owner, staff=grant)
+
+
+def embedded_elsewhere(site: str | None, mode: str | None, dest: str | None) -> bool:
+    """From a request's Sec-Fetch-Site/-Mode/-Dest: sent by another origin's page, and not a
+    top-level page load (a fetch, a frame, an image, a script...). Browsers that send no fetch
+    metadata (and non-browser clients) are not told apart: False."""
+    if site is None or site == "same-origin":
+        return False
+    return not (mode == "navigate" and dest == "document")
 
 
 def serve(userland: UserlandFacts | None, *, has_address: bool, self_service: bool,

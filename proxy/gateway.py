@@ -42,12 +42,14 @@ from userland.auth.origins import (
 )
 from userland.platform import identity, naming
 from userland.platform.bodies import userland_body
+from userland.platform.grants import Grant
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.platform.storage_words import Storage
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
+from userland.proxy.grant_watch import GrantWatch, LiveGrants
 from userland.proxy.headers import upstream_request_header_list
 from userland.proxy.live import SESSION_DIGEST, LiveConnections, cookie_digest
 from userland.proxy.metrics import GatewayMetrics
@@ -96,10 +98,22 @@ def _env_identity(login: str) -> identity.Identity:
     return identity.for_audience(login, identity.AUDIENCE_ENV)
 
 
+@functools.lru_cache(maxsize=1024)
+def _staff_identity(login: str, owner: str, course_role: str) -> identity.Identity:
+    return identity.for_staff(login, owner, course_role)
+
+
+# What a staff member's browser is asked to drop of a student's origin once their help grant has
+# ended. Not "cookies": Chromium applies it to the whole registrable domain, which would sign
+# them out of the platform too when it shares one; the origin's own cookie is deleted by name.
+HELP_CLEAR_SITE_DATA = '"cache", "storage", "executionContexts"'
+
+
 class Gateway:
     def __init__(self, settings: Settings, *, routes: RoutingCache, kube: KubeClient,
                  platform_sessions: SessionLookup[Session], origin_sessions: SessionLookup[OriginSession],
-                 metrics: GatewayMetrics, activity: ActivityTracker | None = None) -> None:
+                 metrics: GatewayMetrics, activity: ActivityTracker | None = None,
+                 grants: LiveGrants | None = None) -> None:
         self.settings = settings
         self.routes = routes
         self.kube = kube
@@ -132,6 +146,8 @@ class Gateway:
         self._pool: UpstreamPool | None = None
         # Students' use of their environments, for sleeping and waking (proxy/activity.py).
         self.activity = activity or ActivityTracker(settings, kube, None)
+        # Staff connections let in by help grants, closed when their grant ends (grant_watch.py).
+        self.grant_watch = GrantWatch(grants, on_close=metrics.help_connections_closed)
 
     # -- lifecycle
 
@@ -215,7 +231,7 @@ class Gateway:
                       on_client_data: Callable[[bytes | str], None] | None = None,
                       on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None,
                       failed: Callable[[str], web.StreamResponse] | None = None,
-                      ) -> web.StreamResponse:
+                      grant: Grant | None = None) -> web.StreamResponse:
         """Send `request` to `base_url` as `user`; `on_refused` answers instead of the 502 page
         when the upstream refuses the connection, `failed(kind)` instead of the environment's
         502/504 pages (the platform host's own)."""
@@ -233,6 +249,8 @@ class Gateway:
             return self.pages.error(429, "Too many open connections",
                                     "Close some tabs or windows of this environment and try again.")
         tracked = self.live.add(request)
+        if grant is not None:
+            self.grant_watch.add(request, grant)  # closed when the grant ends (proxy/grant_watch.py)
         try:
             if websocket:
                 return await forward_websocket(request, self.client,
@@ -255,6 +273,8 @@ class Gateway:
         finally:
             if tracked is not None:
                 self.live.discard(tracked, request)
+            if grant is not None:
+                self.grant_watch.discard(request, grant)
             if owner is not None:
                 self.websocket_quota.release(owner)
 
@@ -283,23 +303,34 @@ class Gateway:
             return self.pages.unavailable()
         visitor = None if session is None else self._visitor(request, session)
         here = self.origin_of(request.host) if owner is not None else None
-        admission = decision.admit(visitor, owner=owner, here=here,
-                                   navigation=wants_html(request) and not websocket,
-                                   background=is_background(request))
+        staff = visitor is not None and visitor.grant is not None
+        headers = request.headers
+        admission = decision.admit(
+            visitor, owner=owner, here=here, navigation=wants_html(request) and not websocket,
+            background=is_background(request), namespace=route.namespace, now=time.time(),
+            embedded_elsewhere=staff and decision.embedded_elsewhere(
+                headers.get("Sec-Fetch-Site"), headers.get("Sec-Fetch-Mode"), headers.get("Sec-Fetch-Dest")))
         if not isinstance(admission, decision.Admitted):
             return self._refusal(request, admission, route, visitor, owner)
-        login = admission.login
+        login = admission.login  # whose environment: the visitor's own, or (staff) the owner's
+        grant = admission.staff
+        if grant is not None:
+            self.metrics.help_request("admitted")
         userland = self.routes.userland(route.namespace, route.template, login)
         base = None if userland is None or not userland.ready else self.environment_url(route, login)
         lost = userland is None and any(
             self.routes.userland(r.namespace, r.template, login) is not None
             for r in lost_to(route, self.routes.routes))
-        outcome = decision.serve(userland, has_address=base is not None, self_service=route.self_service,
-                                 lost_has_userland=lost)
+        outcome = decision.serve(userland, has_address=base is not None,
+                                 self_service=route.self_service and grant is None, lost_has_userland=lost)
         name = route.display_name or route.template
         if outcome is decision.Outcome.FORWARD:
             assert userland is not None and base is not None
-            return await self._forward_to_environment(request, route, userland, base, login, websocket)
+            return await self._forward_to_environment(request, route, userland, base, login, websocket,
+                                                      grant)
+        if grant is not None and outcome in (decision.Outcome.FORBIDDEN, decision.Outcome.UNREACHABLE):
+            assert visitor is not None
+            return self.pages.help_nothing_here(name, visitor.login, login)
         if outcome is decision.Outcome.UNREACHABLE:
             # Theirs is a Template this address is not routed to (a collision).
             lost_route = next(r for r in lost_to(route, self.routes.routes)
@@ -323,8 +354,11 @@ class Gateway:
     @staticmethod
     def _visitor(request: web.Request, session: Session | OriginSession) -> decision.Visitor:
         login = request[LOGIN_KEY] = session.login.lower()
-        # An origin session is bound to its origin; the platform's own session to none.
-        return decision.Visitor(login, session.origin if isinstance(session, OriginSession) else None)
+        if not isinstance(session, OriginSession):
+            return decision.Visitor(login)  # the platform's own session is bound to no origin
+        if not session.grant_bound:
+            return decision.Visitor(login, session.origin)
+        return decision.Visitor(login, session.origin, grant=session.grant, grant_ended=session.grant_ended)
 
     def _refusal(self, request: web.Request, outcome: decision.Outcome, route: TemplateRoute,
                  visitor: decision.Visitor | None, owner: str | None) -> web.StreamResponse:
@@ -339,12 +373,40 @@ class Gateway:
             assert visitor is not None and owner is not None and route.host is not None
             own = self.own_origin(visitor.login, route.host) + "/"
             return self.pages.not_yours(visitor.login, own, owner)
+        if outcome is decision.Outcome.GRANT_ENDED:
+            assert visitor is not None and owner is not None
+            self.metrics.help_request("ended")
+            return self._help_ended(request, visitor.login, owner, route.namespace)
+        if outcome is decision.Outcome.STAFF_EMBEDDED:
+            assert visitor is not None
+            self.metrics.help_request("embedded")
+            log.info("staff request from another site refused", extra={
+                "event": "help.embedded", "login": visitor.login, "path": request.path,
+                "site": request.headers.get("Sec-Fetch-Site", ""),
+                "dest": request.headers.get("Sec-Fetch-Dest", "")})
+            return self.pages.help_embedded(visitor.login)
         return web.Response(status=401, text="login required\n", headers=no_store)
+
+    def _help_ended(self, request: web.Request, login: str, owner: str, course: str) -> web.StreamResponse:
+        """A member of staff whose help grant has ended: refused, and what their browser keeps of
+        the student's origin is cleared (service workers, caches, storage, other tabs), and its
+        cookie, so nothing of the student's stays behind in a staff member's browser."""
+        if wants_html(request) and not is_websocket_upgrade(request):
+            response: web.Response = self.pages.help_ended(login, owner,
+                                                           f"{self.settings.public_url}/courses/{course}")
+        else:
+            response = web.Response(status=401, text="help access ended\n",
+                                    headers={"Cache-Control": "no-store"})
+        response.headers["Clear-Site-Data"] = HELP_CLEAR_SITE_DATA
+        response.del_cookie(self.cookie_names.origin, path="/", secure=self.settings.cookie_secure,
+                            httponly=True, samesite="Lax")
+        return response
 
     async def _forward_to_environment(self, request: web.Request, route: TemplateRoute,
                                       userland: UserlandState, base: str, login: str,
-                                      websocket: bool) -> web.StreamResponse:
-        """Forward to `login`'s environment, noting use of it (sleep and wake)."""
+                                      websocket: bool, grant: Grant | None = None) -> web.StreamResponse:
+        """Forward to `login`'s environment, noting use of it (sleep and wake); `grant`: the help
+        grant a member of staff came in by (the environment is told who they are, signed)."""
         name = route.display_name or route.template
         key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
         on_data: Callable[[bytes | str], None] | None = None
@@ -363,6 +425,9 @@ class Gateway:
             async def on_refused() -> web.StreamResponse:
                 return await self._wait_page(request, userland, name, login, websocket=websocket,
                                              asleep=False, storage=route.storage)
+        if grant is not None:
+            user = _staff_identity(grant.staff, login, grant.role)
+            return await self.forward(request, base, user, on_data, on_refused, grant=grant)
         return await self.forward(request, base, _env_identity(login), on_data, on_refused)
 
     async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,

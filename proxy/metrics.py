@@ -64,6 +64,16 @@ class GatewayMetrics:
         self.websockets = Gauge(
             "userland_gateway_websockets_active", "WebSocket sessions open through the gateway",
             ["worker"], registry=self.registry)
+        # Help in the lab (proxy/decision.py, proxy/grant_watch.py): requests of staff let in by
+        # a help grant, by outcome (admitted, ended: the grant had ended, embedded: another
+        # site's page asked), and staff connections closed because their grant ended or ran out.
+        self.help_requests = Counter(
+            "userland_gateway_help_requests", "Requests of staff on a student's origin by a help grant",
+            ["outcome", "worker"], registry=self.registry)
+        self.help_closed = Counter(
+            "userland_gateway_help_connections_closed",
+            "Staff connections closed because their help grant ended (ended) or ran out (expired)",
+            ["reason", "worker"], registry=self.registry)
         self._worker = labels["worker"]
         self._ws = self.websockets.labels(worker=self._worker)
 
@@ -77,6 +87,12 @@ class GatewayMetrics:
 
     def upstream_error(self, kind: str) -> None:
         self.upstream_errors.labels(kind=kind, worker=self._worker).inc()
+
+    def help_request(self, outcome: str) -> None:
+        self.help_requests.labels(outcome=outcome, worker=self._worker).inc()
+
+    def help_connections_closed(self, reason: str, count: int) -> None:
+        self.help_closed.labels(reason=reason, worker=self._worker).inc(count)
 
     def websocket_opened(self) -> None:
         self._ws.inc()

@@ -30,10 +30,12 @@ from userland.web import render, security
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
 from userland.web.courses import course_role
+from userland.web.help_monitor import HelpMonitor
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
-from userland.web.routes_audit import setup_audit_routes
+from userland.web.routes_audit import AUDIT, setup_audit_routes
 from userland.web.routes_course import setup_course_routes
+from userland.web.routes_help import setup_help_routes
 from userland.web.routes_me import setup_me_routes
 from userland.web.selection import MAX_TARGETS
 from userland.web.state import STATE, ClassState
@@ -216,16 +218,21 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_action_routes(app)
     setup_admin_routes(app)
     setup_audit_routes(app)
+    setup_help_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         client = kube or await KubeClient.connect(kubeconfig)
         ctx.kube = client
         state = ClassState(client)
+        # Live help cards and the grants that must end (web/help_monitor.py).
+        monitor = HelpMonitor(redis_conn, state, ctx.extras[AUDIT], client)
         await state.start()
+        await monitor.start()
         ctx.extras[STATE] = ctx.extras[DIRECTORY] = state
         try:
             yield
         finally:
+            await monitor.stop()
             await state.stop()
             if kube is None:
                 await client.close()

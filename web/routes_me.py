@@ -3,6 +3,9 @@
 Only the signed-in login's Userlands (spec.user) are shown, from the watch cache. Each one
 says its state, links to it when ready, and says what to do when it is missing or failing.
 Students who are also named staff of a course get links to those courses.
+Each course also has its help panel (web/routes_help.py): ask for help, or take the request
+back; who of the course's staff has access to the student's environments now (with a button to
+end it at once), and who had it.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import time
 
 from aiohttp import web
 
+from userland.platform.grants import MESSAGE_MAX
 from userland.web import dashboard
+from userland.web import help as help_view
 from userland.web.context import identity_of, web_context
 from userland.web.courses import course_role
 from userland.web.routes_course import class_state
+from userland.web.routes_help import student_panels
 
 
 async def me_page(request: web.Request) -> web.Response:
@@ -23,10 +29,13 @@ async def me_page(request: web.Request) -> web.Response:
     state = class_state(request)
     mine = state.environments_of(who.login)
     staff = [(c, r) for c in state.courses() if (r := course_role(who, c)) is not None]
+    now = time.time()
+    panels = await student_panels(request, mine, now)
     return ctx.page(request, "me.html", title="My environments", mine=mine, staff=staff,
-                    nav_courses=bool(staff), now=time.time(), advice=dashboard.advice,
+                    nav_courses=bool(staff), now=now, advice=dashboard.advice,
                     student_reason=dashboard.student_reason,
-                    since_words=dashboard.since_words)
+                    since_words=dashboard.since_words, help=panels, clock=help_view.clock,
+                    iso=help_view.iso, message_max=MESSAGE_MAX)
 
 
 def setup_me_routes(app: web.Application) -> None:
