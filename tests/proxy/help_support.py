@@ -10,6 +10,9 @@ through the gateway as a browser's would (Host, cookies, Origin, the form's CSRF
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import html
 import re
 import secrets
 import time
@@ -22,12 +25,25 @@ import redis.asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import eventually
-from userland.platform.kube import NAMESPACES, KubeClient
+from userland.platform import identity
+from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
 from userland.platform.sessions import RedisSessionStore, Session
 from userland.platform.settings import Settings
+from userland.proxy.app import RUNNER_KWARGS, create_app
+from userland.web import security
 from userland.web.app import create_app as create_web_app
 
-from .conftest import IDE_HOST, PUBLIC_HOST, PUBLIC_URL, SECRET, Echo, EchoFactory, GatewayFactory, World
+from .conftest import (
+    IDE_HOST,
+    PUBLIC_HOST,
+    PUBLIC_URL,
+    SECRET,
+    Echo,
+    EchoFactory,
+    GatewayFactory,
+    World,
+    gateway_settings,
+)
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 HTML = {"Accept": "text/html"}
@@ -68,7 +84,8 @@ class Lab:
         return cookie
 
     def platform(self, login: str) -> dict[str, str]:
-        return {"Host": PUBLIC_HOST, "Cookie": f"userland_session={self.cookies[login]}", "Origin": PUBLIC_URL}
+        return {"Host": PUBLIC_HOST, "Cookie": f"userland_session={self.cookies[login]}",
+                "Origin": PUBLIC_URL}
 
     async def get(self, login: str, path: str) -> aiohttp.ClientResponse:
         return await self.gw.get(path, headers={**self.platform(login), **HTML}, allow_redirects=False)
@@ -76,16 +93,24 @@ class Lab:
     async def page(self, login: str, path: str) -> str:
         response = await self.get(login, path)
         assert response.status == 200, (response.status, await response.text())
-        return await response.text()
+        return html.unescape(await response.text())
 
-    async def post(self, login: str, path: str, data: dict[str, str], *, token_from: str = "/me",
+    def token(self, login: str) -> str:
+        """The form token the web UI gives `login`'s session (for someone whose pages have no form)."""
+        digest = hashlib.sha256(self.cookies[login].encode()).hexdigest()
+        return security.csrf_token(SECRET, login, identity.session_id(digest, SECRET))
+
+    async def post(self, login: str, path: str, data: dict[str, str], *, token_from: str | None = "/me",
                    origin: str = PUBLIC_URL) -> aiohttp.ClientResponse:
         """A form posted from one of the platform's pages (`token_from`), with its token."""
-        found = CSRF.search(await self.page(login, token_from))
-        assert found is not None, f"no form token on {token_from}"
+        if token_from is None:
+            token = self.token(login)
+        else:
+            found = CSRF.search(await self.page(login, token_from))
+            assert found is not None, f"no form token on {token_from}"
+            token = found.group(1)
         headers = {**self.platform(login), "Origin": origin}
-        return await self.gw.post(path, headers=headers, data={"csrf": found.group(1), **data},
-                                  allow_redirects=False)
+        return await self.gw.post(path, headers=headers, data={"csrf": token, **data}, allow_redirects=False)
 
     # -- the help flow, as the buttons do it
 
@@ -110,7 +135,8 @@ class Lab:
         """The platform's handoff for `login` to `origin`: the redirect to the origin (302),
         or the page that refuses it."""
         query = urlencode({"origin": origin, "next": path})
-        return await self.gw.get(f"/auth/handoff?{query}", headers=self.platform(login), allow_redirects=False)
+        return await self.gw.get(f"/auth/handoff?{query}", headers=self.platform(login),
+                                 allow_redirects=False)
 
     async def origin_cookie(self, login: str, origin: str) -> str:
         """Sign `login` in on `origin` through the handoff (as a browser follows it)."""
@@ -124,10 +150,11 @@ class Lab:
         assert cookie is not None
         return cookie.value
 
-    async def on_origin(self, origin: str, cookie: str, path: str = "/", **headers: str) -> aiohttp.ClientResponse:
+    async def on_origin(self, origin: str, cookie: str, path: str = "/",
+                        **headers: str) -> aiohttp.ClientResponse:
         host = urlsplit(origin).netloc
-        return await self.gw.get(path, headers={"Host": host, "Cookie": f"{ORIGIN_COOKIE}={cookie}", **headers},
-                                 allow_redirects=False)
+        return await self.gw.get(path, allow_redirects=False,
+                                 headers={"Host": host, "Cookie": f"{ORIGIN_COOKIE}={cookie}", **headers})
 
     async def websocket(self, origin: str, cookie: str) -> aiohttp.ClientWebSocketResponse:
         host = urlsplit(origin).netloc
@@ -136,22 +163,45 @@ class Lab:
         return ws
 
 
+async def serve_gateway(kube: KubeClient, redis_url: str, web_url: str, namespaces: tuple[str, ...],
+                        clients: list[TestClient[Any, Any]]) -> TestClient[Any, Any]:
+    """A gateway watching `namespaces` (gateway_factory's watches one), served as the real one is."""
+    settings = gateway_settings(namespaces[0], redis_url, web_url=web_url)
+    app = create_app(dataclasses.replace(settings, namespaces=namespaces), kube=kube)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server(**{k: v for k, v in RUNNER_KWARGS.items() if k != "handler_cancellation"})
+    client = TestClient(server, cookie_jar=aiohttp.DummyCookieJar())
+    await client.start_server()
+    clients.append(client)
+    return client
+
+
 async def start_lab(*, kube: KubeClient, namespace: str, redis_url: str, world: World,
                     echo_factory: EchoFactory, gateway_factory: GatewayFactory,
-                    servers: list[TestServer], course: dict[str, str] | None = None) -> Lab:
+                    servers: list[TestServer], course: dict[str, str] | None = None,
+                    also_watch: tuple[str, ...] = (),
+                    clients: list[TestClient[Any, Any]] | None = None) -> Lab:
+    """The lab; `also_watch`: more namespaces the gateway serves (then `clients` collects it)."""
     await make_course(kube, namespace, **(course or {}))
     await world.template("ide", host=IDE_HOST)
     echoes = {}
     for student in ("alice", "bob"):
         echoes[student] = await echo_factory(f"{student}-upstream")
         await world.environment("ide", student, echoes[student])
+        # The address the operator reports (status.url): the pages link to it.
+        await kube.merge_patch(USERLANDS, namespace, f"ide-{student}",
+                               {"status": {"url": origin_url(student) + "/"}}, subresource="status")
     web_app = create_web_app(Settings(redis_url=redis_url, identity_secret=SECRET, public_url=PUBLIC_URL,
                                       cookie_secure=False), kube=kube)
     server = TestServer(web_app, host="127.0.0.1")
     await server.start_server()
     servers.append(server)
     web_url = f"http://127.0.0.1:{server.port}"
-    gw = await gateway_factory(web_url=web_url)
+    if also_watch:
+        assert clients is not None
+        gw = await serve_gateway(kube, redis_url, web_url, (namespace, *also_watch), clients)
+    else:
+        gw = await gateway_factory(web_url=web_url)
     lab = Lab(gw=gw, web_url=web_url, namespace=namespace, redis_url=redis_url, kube=kube, echoes=echoes)
     for login in ("alice", "bob", "tina", "teacher", "mallory"):
         await lab.sign_in(login)

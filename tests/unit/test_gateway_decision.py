@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from userland.proxy.decision import Admitted, Outcome, Visitor, admit, serve
+from userland.platform.grants import Grant
+from userland.proxy.decision import Admitted, Outcome, Visitor, admit, embedded_elsewhere, serve
 from userland.proxy.routes_cache import UserlandState
 
 ALICE_ORIGIN = "https://alice.ide.example.edu"
@@ -45,6 +46,71 @@ ADMIT = [
 def test_admit(visitor: Visitor | None, owner: str | None, here: str | None, navigation: bool,
                background: bool, expected: object) -> None:
     assert admit(visitor, owner=owner, here=here, navigation=navigation, background=background) == expected
+
+
+NOW = 1_800_000_000.0
+GRANT = Grant(id="G" * 22, course="cs101", student="alice", staff="tina", role="assistant", basis="request",
+              started=NOW - 60, expires=NOW + 600)
+TINA = Visitor("tina", ALICE_ORIGIN, grant=GRANT)
+
+
+def staff(grant: Grant = GRANT, origin: str = ALICE_ORIGIN, login: str = "tina") -> Visitor:
+    return Visitor(login, origin, grant=grant)
+
+
+# (visitor, owner, here, namespace, now, embedded elsewhere) -> admission: staff by a help grant
+ADMIT_STAFF = [
+    (TINA, "alice", ALICE_ORIGIN, "cs101", NOW, False, Admitted("alice", staff=GRANT)),
+    # The grant is for alice, in cs101, for tina: nothing else.
+    (TINA, "bob", BOB_ORIGIN, "cs101", NOW, False, Outcome.NOT_YOURS),  # a session of alice's origin
+    (staff(origin=BOB_ORIGIN), "bob", BOB_ORIGIN, "cs101", NOW, False, Outcome.NOT_YOURS),  # bob's: not by it
+    (TINA, "alice", ALICE_ORIGIN, "cs202", NOW, False, Outcome.NOT_YOURS),      # another course's route here
+    (staff(login="mallory"), "alice", ALICE_ORIGIN, "cs101", NOW, False, Outcome.NOT_YOURS),  # not hers
+    # Its end, to the second (a cached session may be a second old).
+    (TINA, "alice", ALICE_ORIGIN, "cs101", GRANT.expires - 0.001, False, Admitted("alice", staff=GRANT)),
+    (TINA, "alice", ALICE_ORIGIN, "cs101", GRANT.expires, False, Outcome.GRANT_ENDED),
+    (staff(GRANT.ended_at(NOW - 1, "alice", "student")), "alice", ALICE_ORIGIN, "cs101", NOW, False,
+     Outcome.GRANT_ENDED),
+    # Bound to a grant that is gone: ended, whatever else.
+    (Visitor("tina", ALICE_ORIGIN, grant_ended=True), "alice", ALICE_ORIGIN, "cs101", NOW, False,
+     Outcome.GRANT_ENDED),
+    (Visitor("tina", BOB_ORIGIN, grant_ended=True), "alice", ALICE_ORIGIN, "cs101", NOW, False,
+     Outcome.NOT_YOURS),
+    # Another site's page in tina's browser asking for alice's environment with tina's access.
+    (TINA, "alice", ALICE_ORIGIN, "cs101", NOW, True, Outcome.STAFF_EMBEDDED),
+]
+
+
+@pytest.mark.parametrize(("visitor", "owner", "here", "namespace", "now", "embedded", "expected"),
+                         ADMIT_STAFF)
+def test_admit_staff(visitor: Visitor, owner: str, here: str, namespace: str, now: float, embedded: bool,
+                     expected: object) -> None:
+    for navigation, background in ((True, False), (False, True), (False, False)):
+        assert admit(visitor, owner=owner, here=here, navigation=navigation, background=background,
+                     namespace=namespace, now=now, embedded_elsewhere=embedded) == expected
+
+
+# Sec-Fetch-Site, -Mode, -Dest -> from another origin's page, and not a page load of its own
+EMBEDDED = [
+    (None, None, None, False),                              # no fetch metadata: not a browser that tells
+    ("same-origin", "cors", "empty", False),                # the environment's own page
+    ("same-origin", "websocket", "websocket", False),
+    ("same-origin", "navigate", "iframe", False),           # its own frames
+    ("none", "navigate", "document", False),                # typed in, a bookmark
+    ("same-site", "navigate", "document", False),           # a link from the dashboard
+    ("cross-site", "navigate", "document", False),
+    ("same-site", "no-cors", "image", True),                # another student's page: an image
+    ("same-site", "cors", "empty", True),                   # ... fetch with credentials
+    ("same-site", "no-cors", "script", True),
+    ("same-site", "navigate", "iframe", True),              # ... a frame (clickjacking)
+    ("cross-site", "navigate", "iframe", True),
+    ("same-site", "websocket", "websocket", True),
+]
+
+
+@pytest.mark.parametrize(("site", "mode", "dest", "expected"), EMBEDDED)
+def test_embedded_elsewhere(site: str | None, mode: str | None, dest: str | None, expected: bool) -> None:
+    assert embedded_elsewhere(site, mode, dest) is expected
 
 
 def state(*, ready: bool = True, suspended: bool = False, phase: str = "Ready") -> UserlandState:
