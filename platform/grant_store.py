@@ -138,15 +138,20 @@ class GrantStore:
                      seconds: int, message: str = "", staff_global_role: str = "student",
                      staff_teams: Iterable[str] = (), now: float | None = None) -> tuple[Grant, bool]:
         """(the grant, True) when made now; (the live one, False) when the pair already had one."""
-        started = time.time() if now is None else now
+        # Times to the millisecond: Redis's Lua (cjson) keeps 14 significant digits when it rewrites
+        # a record, so a finer time would not survive the grant's end unchanged.
+        started = round(time.time() if now is None else now, 3)
         grant = Grant(id=secrets.token_urlsafe(16), course=course, student=student, staff=staff, role=role,
                       basis="instructors" if basis == "instructors" else "request", started=started,
-                      expires=started + seconds, message=message, staff_global_role=staff_global_role,
-                      staff_teams=",".join(sorted(staff_teams)))
+                      expires=round(started + seconds, 3), message=message,
+                      staff_global_role=staff_global_role, staff_teams=",".join(sorted(staff_teams)))
+        ttl_ms = int((grant.expires - time.time()) * 1000)
+        if ttl_ms <= 0:
+            raise ValueError("a grant must end in the future")
         made, raw = await self._create(
             keys=[pair_key(course, student, staff), grant_key(grant.id), log_key(grant.id),
                   course_key(course), history_key(course, student)],
-            args=[encode_grant(grant), seconds * 1000, grant.id, int(grant.expires * 1000), started,
+            args=[encode_grant(grant), ttl_ms, grant.id, int(grant.expires * 1000), started,
                   HISTORY_KEEP, HISTORY_SECONDS, GRANT_PREFIX])
         found = decode_grant(raw)
         if found is None:  # never: the script returns what was written or a live record
@@ -159,7 +164,7 @@ class GrantStore:
                   now: float | None = None) -> Grant | None:
         """End a live grant at once; the ended record, or None when it was not live."""
         raw = await self._end(keys=[grant_key(grant_id), log_key(grant_id), sessions_key(grant_id)],
-                              args=[grant_id, time.time() if now is None else now, by, reason,
+                              args=[grant_id, round(time.time() if now is None else now, 3), by, reason,
                                     INVALIDATION_CHANNEL, HISTORY_SECONDS, COURSE_GRANTS_PREFIX, PAIR_PREFIX])
         grant = decode_grant(raw)
         if grant is not None:

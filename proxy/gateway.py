@@ -391,12 +391,14 @@ class Gateway:
         """A member of staff whose help grant has ended: refused, and what their browser keeps of
         the student's origin is cleared (service workers, caches, storage, other tabs), and its
         cookie, so nothing of the student's stays behind in a staff member's browser."""
-        if wants_html(request) and not is_websocket_upgrade(request):
-            response: web.Response = self.pages.help_ended(login, owner,
-                                                           f"{self.settings.public_url}/courses/{course}")
-        else:
-            response = web.Response(status=401, text="help access ended\n",
-                                    headers={"Cache-Control": "no-store"})
+        if not wants_html(request) or is_websocket_upgrade(request):
+            # A tab's own request: refused, and the browser asked to clear (best effort: a
+            # service worker may stand between); the cookie stays for the page load that follows.
+            return web.Response(status=401, text="help access ended\n", headers={
+                "Cache-Control": "no-store", "Clear-Site-Data": HELP_CLEAR_SITE_DATA})
+        # A page load (top level: browsers honour Clear-Site-Data there): the page that says so,
+        # the origin's data cleared, and its cookie deleted.
+        response = self.pages.help_ended(login, owner, f"{self.settings.public_url}/courses/{course}")
         response.headers["Clear-Site-Data"] = HELP_CLEAR_SITE_DATA
         response.del_cookie(self.cookie_names.origin, path="/", secure=self.settings.cookie_secure,
                             httponly=True, samesite="Lax")

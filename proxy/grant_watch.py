@@ -25,6 +25,7 @@ from typing import Protocol
 from aiohttp import web
 
 from userland.platform.grants import Grant
+from userland.platform.redis_pool import cancelling
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,9 @@ class GrantWatch:
         try:
             live = await self._store.which_live(ids)
         except Exception as err:  # Redis unreachable: nobody can say they are still in
+            if cancelling():
+                # redis-py can turn a cancellation into a connection error: stop, do not loop.
+                raise asyncio.CancelledError from err
             log.warning("help grants could not be checked; staff connections closed",
                         extra={"error": type(err).__name__})
             live = {}
@@ -109,4 +113,6 @@ class GrantWatch:
             try:
                 await self.sweep()
             except Exception:  # never let the watch die: it is the backstop
+                if cancelling():
+                    raise asyncio.CancelledError from None
                 log.exception("help grant watch failed a pass")

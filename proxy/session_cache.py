@@ -47,7 +47,7 @@ from typing import Any, Generic, TypeVar
 import redis.asyncio
 from aiohttp import web
 
-from userland.platform.redis_pool import anonymous_client
+from userland.platform.redis_pool import anonymous_client, cancelling
 from userland.platform.sessions import INVALIDATION_CHANNEL, SessionStoreBusy, SessionStoreUnavailable
 from userland.proxy.live import SESSION_DIGEST
 
@@ -69,11 +69,6 @@ PING_INTERVAL = 0.5
 
 # How long shutdown waits for the invalidation listener to stop.
 LISTENER_STOP_SECONDS = 5.0
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _digest(cookie_id: str) -> str:
@@ -263,7 +258,7 @@ class SessionCache(Generic[S]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure of the channel: stop serving from memory
-                if _cancelling():
+                if cancelling():
                     # redis-py can turn the CancelledError it was interrupted with into a
                     # connection error; retrying would then sleep and loop for ever while
                     # the application's cleanup waits for this task.

@@ -26,6 +26,7 @@ import redis.asyncio
 from userland.platform.grant_store import GrantStore
 from userland.platform.grants import HELP_CHANNEL, Grant
 from userland.platform.kube import KubeClient
+from userland.platform.redis_pool import cancelling
 from userland.web.audit import AuditLog
 from userland.web.courses import grant_still_allowed
 from userland.web.help_records import SYSTEM_ACTOR, record_grant
@@ -89,6 +90,10 @@ class HelpMonitor:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # Redis gone: the dashboards' cards wait for it to return
+                if cancelling():
+                    # redis-py can turn the cancellation it was interrupted with into a connection
+                    # error: retrying would loop for ever while the app's cleanup waits for us.
+                    raise asyncio.CancelledError from err
                 log.warning("help channel lost", extra={"error": type(err).__name__})
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -105,6 +110,8 @@ class HelpMonitor:
             try:
                 await self.sweep(courses)
             except Exception as err:  # Redis or the API server down: the next pass tries again
+                if cancelling():
+                    raise asyncio.CancelledError from err
                 log.warning("help sweep failed", extra={"error": type(err).__name__})
                 self._due |= due
 
