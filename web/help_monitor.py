@@ -102,8 +102,14 @@ class HelpMonitor:
 
     async def _sweeps(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+            # arrives as the event is set (a course's namespace deleted at shutdown), and the
+            # loop then never ended.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.sweep_seconds)
+                async with asyncio.timeout(self.sweep_seconds):
+                    await self._wake.wait()
+            if cancelling():
+                raise asyncio.CancelledError
             self._wake.clear()
             due, self._due = self._due, set()
             courses = due if due else {c.namespace for c in self.state.courses()}
