@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -76,6 +77,7 @@ class GatewayMetrics:
             ["reason", "worker"], registry=self.registry)
         self._worker = labels["worker"]
         self._ws = self.websockets.labels(worker=self._worker)
+        self._help_children: dict[str, Any] = {}
 
     def observe(self, status: int, seconds: float, *, latency: bool = True) -> None:
         stats = self._stats
@@ -89,7 +91,12 @@ class GatewayMetrics:
         self.upstream_errors.labels(kind=kind, worker=self._worker).inc()
 
     def help_request(self, outcome: str) -> None:
-        self.help_requests.labels(outcome=outcome, worker=self._worker).inc()
+        # Counted on every staff request: the labelled child is looked up once per outcome.
+        child = self._help_children.get(outcome)
+        if child is None:
+            child = self._help_children[outcome] = self.help_requests.labels(outcome=outcome,
+                                                                             worker=self._worker)
+        child.inc()
 
     def help_connections_closed(self, reason: str, count: int) -> None:
         self.help_closed.labels(reason=reason, worker=self._worker).inc(count)

@@ -71,13 +71,13 @@ class HelpMonitor:
     # -- live dashboards
 
     async def _listen(self) -> None:
-        backoff = 0.1
+        backoff, up = 0.1, False
         while True:
             try:
                 pubsub: Any = self.redis.pubsub()
                 try:
                     await pubsub.subscribe(HELP_CHANNEL)
-                    backoff = 0.1
+                    backoff, up = 0.1, True
                     while True:
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0)
                         if message is not None and message.get("type") == "message":
@@ -94,7 +94,9 @@ class HelpMonitor:
                     # redis-py can turn the cancellation it was interrupted with into a connection
                     # error: retrying would loop for ever while the app's cleanup waits for us.
                     raise asyncio.CancelledError from err
-                log.warning("help channel lost", extra={"error": type(err).__name__})
+                if up:  # said once when it goes; the pages say it to whoever looks meanwhile
+                    log.warning("help channel lost", extra={"error": type(err).__name__})
+                up = False
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 

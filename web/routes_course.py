@@ -108,9 +108,16 @@ async def dashboard_page(request: web.Request) -> web.Response:
     rows = watch.rows()
     selection = dashboard.select(rows, query, now)
     bulk = [a for a in ("start", "restart", "resume", "suspend", "remove") if may(role, a)]
-    help_card = await queue_view(request, course, role, rows, now) if may(role, "help") else None
+    help_card, help_down = None, False
+    if may(role, "help"):
+        try:
+            help_card = await queue_view(request, course, role, rows, now)
+        except (redis.exceptions.RedisError, OSError) as err:
+            # The class list needs no Redis: it stays usable, and says the queue is missing.
+            log.warning("help card unavailable", extra={"course": namespace, "error": type(err).__name__})
+            help_down = True
     return ctx.page(request, "dashboard.html", title=course.title, selection=selection, query=query,
-                    help_card=help_card, clock=help_view.clock, iso=help_view.iso,
+                    help_card=help_card, help_down=help_down, clock=help_view.clock, iso=help_view.iso,
                     bulk_actions=bulk, may_add=may(role, "add"), may_audit=may(role, "audit"),
                     course_actions=[a for a in ("start_all", "suspend_all", "remove_all") if may(role, a)],
                     status_filters=dashboard.STATUS_FILTERS, sorts=dashboard.SORTS,

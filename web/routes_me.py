@@ -10,8 +10,10 @@ end it at once), and who had it.
 
 from __future__ import annotations
 
+import logging
 import time
 
+import redis.exceptions
 from aiohttp import web
 
 from userland.platform.grants import MESSAGE_MAX
@@ -22,6 +24,8 @@ from userland.web.courses import course_role
 from userland.web.routes_course import class_state
 from userland.web.routes_help import student_panels
 
+log = logging.getLogger(__name__)
+
 
 async def me_page(request: web.Request) -> web.Response:
     ctx = web_context(request)
@@ -30,12 +34,17 @@ async def me_page(request: web.Request) -> web.Response:
     mine = state.environments_of(who.login)
     staff = [(c, r) for c in state.courses() if (r := course_role(who, c)) is not None]
     now = time.time()
-    panels = await student_panels(request, mine, now)
+    try:
+        panels, help_down = await student_panels(request, mine, now), False
+    except (redis.exceptions.RedisError, OSError) as err:
+        # The student's environments need no Redis: the page stays, without the help panels.
+        log.warning("help panels unavailable", extra={"error": type(err).__name__})
+        panels, help_down = {}, bool(mine)
     return ctx.page(request, "me.html", title="My environments", mine=mine, staff=staff,
                     nav_courses=bool(staff), now=now, advice=dashboard.advice,
                     student_reason=dashboard.student_reason,
                     since_words=dashboard.since_words, help=panels, clock=help_view.clock,
-                    iso=help_view.iso, message_max=MESSAGE_MAX)
+                    iso=help_view.iso, message_max=MESSAGE_MAX, help_down=help_down)
 
 
 def setup_me_routes(app: web.Application) -> None:
