@@ -144,8 +144,8 @@ class Pages:
         whose = f"{owner}'s" if owner else "another student's"
         return self.error(403, f"This is {whose} environment",
                           f"Only {owner or 'that student'} can open it; you are signed in as {user}. "
-                          f"Course staff can open it while helping {owner or 'them'}, after "
-                          f"{owner or 'they'} asks for help.",
+                          f"Course staff can open it while helping, once {owner or 'the student'} "
+                          "has asked for help.",
                           link_url=own_url, link_text="Open your own environment", user=user)
 
     def help_ended(self, user: str, owner: str, course_url: str) -> web.Response:
