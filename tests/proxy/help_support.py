@@ -10,7 +10,6 @@ through the gateway as a browser's would (Host, cookies, Origin, the form's CSRF
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import html
 import re
@@ -29,7 +28,6 @@ from userland.platform import identity
 from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
 from userland.platform.sessions import RedisSessionStore, Session
 from userland.platform.settings import Settings
-from userland.proxy.app import RUNNER_KWARGS, create_app
 from userland.web import security
 from userland.web.app import create_app as create_web_app
 
@@ -42,7 +40,6 @@ from .conftest import (
     EchoFactory,
     GatewayFactory,
     World,
-    gateway_settings,
 )
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -163,25 +160,11 @@ class Lab:
         return ws
 
 
-async def serve_gateway(kube: KubeClient, redis_url: str, web_url: str, namespaces: tuple[str, ...],
-                        clients: list[TestClient[Any, Any]]) -> TestClient[Any, Any]:
-    """A gateway watching `namespaces` (gateway_factory's watches one), served as the real one is."""
-    settings = gateway_settings(namespaces[0], redis_url, web_url=web_url)
-    app = create_app(dataclasses.replace(settings, namespaces=namespaces), kube=kube)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server(**{k: v for k, v in RUNNER_KWARGS.items() if k != "handler_cancellation"})
-    client = TestClient(server, cookie_jar=aiohttp.DummyCookieJar())
-    await client.start_server()
-    clients.append(client)
-    return client
-
-
 async def start_lab(*, kube: KubeClient, namespace: str, redis_url: str, world: World,
                     echo_factory: EchoFactory, gateway_factory: GatewayFactory,
                     servers: list[TestServer], course: dict[str, str] | None = None,
-                    also_watch: tuple[str, ...] = (),
-                    clients: list[TestClient[Any, Any]] | None = None) -> Lab:
-    """The lab; `also_watch`: more namespaces the gateway serves (then `clients` collects it)."""
+                    also_watch: tuple[str, ...] = ()) -> Lab:
+    """The lab; `also_watch`: more namespaces (courses) the gateway serves."""
     await make_course(kube, namespace, **(course or {}))
     await world.template("ide", host=IDE_HOST)
     echoes = {}
@@ -197,11 +180,7 @@ async def start_lab(*, kube: KubeClient, namespace: str, redis_url: str, world: 
     await server.start_server()
     servers.append(server)
     web_url = f"http://127.0.0.1:{server.port}"
-    if also_watch:
-        assert clients is not None
-        gw = await serve_gateway(kube, redis_url, web_url, (namespace, *also_watch), clients)
-    else:
-        gw = await gateway_factory(web_url=web_url)
+    gw = await gateway_factory(web_url=web_url, namespaces=(namespace, *also_watch))
     lab = Lab(gw=gw, web_url=web_url, namespace=namespace, redis_url=redis_url, kube=kube, echoes=echoes)
     for login in ("alice", "bob", "tina", "teacher", "mallory"):
         await lab.sign_in(login)

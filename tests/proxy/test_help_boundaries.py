@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import WSMsgType
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 
 from tests.support import eventually
 from userland.platform.grant_store import GrantStore
@@ -46,7 +46,6 @@ async def course_b(kube: KubeClient) -> AsyncIterator[str]:
 async def lab(kube: KubeClient, namespace: str, course_b: str, redis_url: str, world: World,
               echo_factory: EchoFactory, gateway_factory: GatewayFactory) -> AsyncIterator[Lab]:
     servers: list[TestServer] = []
-    clients: list[TestClient[Any, Any]] = []
     try:
         # Course B: its own staff (sam), its own Template on db.test, alice as a student.
         await make_course(kube, course_b, instructors="prof", assistants="sam")
@@ -56,10 +55,8 @@ async def lab(kube: KubeClient, namespace: str, course_b: str, redis_url: str, w
         await other.environment("db", "alice", echo)
         yield await start_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
                               echo_factory=echo_factory, gateway_factory=gateway_factory, servers=servers,
-                              also_watch=(course_b,), clients=clients)
+                              also_watch=(course_b,))
     finally:
-        for client in clients:
-            await client.close()
         for server in servers:
             await server.close()
 
