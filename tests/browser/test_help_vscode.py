@@ -1,7 +1,9 @@
 """Help in the lab with the real VS Code, in Chromium: alice asks for help, tina (assistant) joins
 from the class dashboard and types in alice's VS Code terminal, alice sees tina on "my
-environments" and ends it, and tina's open terminal is closed; tina never reaches bob, and an
-instructor opens a student's environment unasked only once the course allows it.
+environments" and ends it, and tina's open terminal is closed; tina, joined again and then removed from the
+course's staff, is shut out; tina never reaches bob, and an instructor opens a student's
+environment unasked only once the course allows it (a student of another course: the HTTP tests,
+tests/proxy/test_help_boundaries.py, run two courses).
 
 Real: everything. `userland local` (what `make run` starts: control plane, operator, gateway,
 web UI, local runner) runs the shipped VS Code Template (code-server, `make local-apps`); people
@@ -113,6 +115,27 @@ async def test_tina_helps_alice_in_vs_code_and_alice_ends_it(browser: Browser, l
             assert refused == 401, refused
             again = await ide.goto(alice_vscode)
             assert again is not None and again.status == 403
+
+            # alice asks again, tina joins again; then tina leaves the course's staff: her way in
+            # closes, whatever her browser still holds.
+            await ask_for_help(alice, local, "one more thing")
+            await board.goto(f"{platform(local)}/courses/{COURSE}")
+            again_waiting = board.locator('#help li[data-student="alice"]')
+            await again_waiting.get_by_role("button", name=re.compile("Join")).click()
+            await board.wait_for_url(f"**/courses/{COURSE}/help/alice")
+            back_in = await ide.goto(alice_vscode)
+            assert back_in is not None and back_in.status == 200
+            await kube.merge_patch(NAMESPACES, None, COURSE, {"metadata": {"annotations": {
+                "userland.dev/assistants": ""}}})
+
+            async def shut_out() -> bool:
+                status = await ide.evaluate("fetch('/', {redirect: 'manual'}).then(r => r.status)")
+                return bool(status == 401)
+            await eventually(shut_out, timeout=30)
+            gone = await board.goto(f"{platform(local)}/courses/{COURSE}")
+            assert gone is not None and gone.status == 404
+            await kube.merge_patch(NAMESPACES, None, COURSE, {"metadata": {"annotations": {
+                "userland.dev/assistants": "tina"}}})
 
             # Bob never asked: tina's browser is refused at his address.
             bob = await tina.new_page()
