@@ -170,6 +170,10 @@ async def throughput(args: argparse.Namespace, state: Path, env: dict[str, str],
             async with http.get(f"http://127.0.0.1:{target_port}/whoami", headers=headers) as resp:
                 want = STAFF if name == "staff" else USER
                 assert (resp.status, await resp.text()) == (200, want), (name, resp.status)
+    if args.hold:  # for profiling by hand (py-spy): everything up, then wait
+        print(json.dumps({name: {"port": target_port, "pid": proc.proc.pid, "headers": headers}
+                          for name, proc, target_port, headers in targets}), flush=True)
+        await asyncio.sleep(args.hold)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in targets}
     for _name, _proc, target_port, headers in targets:  # warm-up
         wrk(target_port, 2, args.connections, [f"{k}: {v}" for k, v in headers.items()])
@@ -455,6 +459,8 @@ def main() -> None:
     parser.add_argument("--ask-seconds", type=float, default=60)
     parser.add_argument("--renders", type=int, default=20)
     parser.add_argument("--keep-state", action="store_true")
+    parser.add_argument("--hold", type=float, default=0,
+                        help="throughput: set up, print ports, pids and headers, wait this long (profiling)")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "help.json")
     args = parser.parse_args()
     args.parts = set(args.parts.split(","))

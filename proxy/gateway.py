@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,9 +40,8 @@ from userland.auth.origins import (
     student_origin,
 )
 from userland.platform import identity, naming
-from userland.platform.bodies import userland_body
 from userland.platform.grants import Grant
-from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
+from userland.platform.kube import KubeClient
 from userland.platform.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.platform.storage_words import Storage
@@ -57,6 +55,7 @@ from userland.proxy.pages import Pages
 from userland.proxy.repeated_cookies import RepeatedCookies
 from userland.proxy.routes_cache import RoutingCache, UserlandState
 from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
+from userland.proxy.self_service import self_service
 from userland.proxy.session_cache import SessionLookup
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
 from userland.proxy.websocket import (
@@ -338,7 +337,7 @@ class Gateway:
             return self.pages.unreachable(lost_route.display_name or lost_route.template, login)
         if outcome is decision.Outcome.SELF_SERVICE:
             assert session is not None
-            return await self._self_service(request, route, login, session.csrf)
+            return await self_service(request, route, login, session.csrf, pages=self.pages, kube=self.kube)
         if outcome is decision.Outcome.FORBIDDEN:
             return self.pages.forbidden(name, login, f"{self.settings.public_url}/auth/logout")
         assert userland is not None
@@ -478,23 +477,6 @@ class Gateway:
                             cluster_domain=self.settings.cluster_domain,
                             annotation=service.upstream_annotation, cluster_ip=service.cluster_ip)
 
-    async def _self_service(self, request: web.Request, route: TemplateRoute, login: str,
-                            csrf: str) -> web.StreamResponse:
-        """No Userland yet on a self-service Template: a page with a button (GET), created on
-        its POST with the session's CSRF token; never created by a GET (a cross-site image tag
-        would otherwise create environments). `csrf`: the form token of the request's session."""
-        name = route.display_name or route.template
-        if request.method != "POST":
-            return self.pages.offer(name, login, csrf, request.path)
-        form = await request.post()
-        if not hmac.compare_digest(str(form.get("csrf") or ""), csrf):
-            return self.pages.error(403, "Form expired", "This form has expired. Please try again.",
-                                    link_url=request.path, link_text="Back")
-        created = await self._create_userland(route, login)
-        if created is not None:
-            return created
-        return web.Response(status=303, headers={"Location": request.path, "Cache-Control": "no-store"})
-
     async def handle_platform(self, request: web.Request) -> web.StreamResponse:
         """The platform's own host (not /auth/): the web UI, with the caller's identity if any."""
         try:
@@ -523,21 +505,3 @@ class Gateway:
         if digest is None:  # no session cache (tests of the proxy core)
             digest = cookie_digest(request.cookies.get(self.cookie_names.session, ""))
         return identity.session_id(digest, self.settings.identity_secret)
-
-    async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
-        """Create the Userland; None when done (or already there), else an error page."""
-        name = naming.userland_name(route.template, login)
-        body = userland_body(route.template, login, namespace=route.namespace)
-        try:
-            await self.kube.create(USERLANDS, route.namespace, body)
-            log.info("self-service userland created", extra={"userland": f"{route.namespace}/{name}",
-                                                             "user": login})
-        except AlreadyExists:
-            pass  # another replica or an earlier request made it; the watch brings it soon
-        except KubeError as err:
-            log.warning("self-service userland not created", extra={
-                "userland": f"{route.namespace}/{name}", "error": str(err)})
-            return self.pages.error(503, "Your environment could not be created",
-                                    "Try again in a moment; if this lasts, ask your instructor.",
-                                    retry=True)
-        return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -51,6 +50,22 @@ class _RequestStats:
         yield latency
 
 
+class _HelpStats:
+    """Staff requests on students' origins by outcome (a handful of fixed outcomes)."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self.counts: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("userland_gateway_help_requests",
+                                     "Requests of staff on a student's origin by a help grant, by outcome",
+                                     labels=["outcome", "worker"])
+        for outcome in ("admitted", "ended", "embedded"):
+            family.add_metric([outcome, self.worker], self.counts.get(outcome, 0))
+        yield family
+
+
 class GatewayMetrics:
     content_type = CONTENT_TYPE_LATEST
 
@@ -65,19 +80,18 @@ class GatewayMetrics:
         self.websockets = Gauge(
             "userland_gateway_websockets_active", "WebSocket sessions open through the gateway",
             ["worker"], registry=self.registry)
-        # Help in the lab (proxy/decision.py, proxy/grant_watch.py): requests of staff let in by
-        # a help grant, by outcome (admitted, ended: the grant had ended, embedded: another
-        # site's page asked), and staff connections closed because their grant ended or ran out.
-        self.help_requests = Counter(
-            "userland_gateway_help_requests", "Requests of staff on a student's origin by a help grant",
-            ["outcome", "worker"], registry=self.registry)
+        # Help in the lab (proxy/decision.py, proxy/grant_watch.py): requests of staff on a
+        # student's origin by outcome (admitted; ended: the grant had ended; embedded: another
+        # site's page asked), counted per request as plain numbers like the request counts, and
+        # staff connections closed because their grant ended or ran out (rare: a Counter).
+        self._help = _HelpStats(labels["worker"])
+        self.registry.register(self._help)  # type: ignore[arg-type]  # a collector: collect()
         self.help_closed = Counter(
             "userland_gateway_help_connections_closed",
             "Staff connections closed because their help grant ended (ended) or ran out (expired)",
             ["reason", "worker"], registry=self.registry)
         self._worker = labels["worker"]
         self._ws = self.websockets.labels(worker=self._worker)
-        self._help_children: dict[str, Any] = {}
 
     def observe(self, status: int, seconds: float, *, latency: bool = True) -> None:
         stats = self._stats
@@ -91,12 +105,8 @@ class GatewayMetrics:
         self.upstream_errors.labels(kind=kind, worker=self._worker).inc()
 
     def help_request(self, outcome: str) -> None:
-        # Counted on every staff request: the labelled child is looked up once per outcome.
-        child = self._help_children.get(outcome)
-        if child is None:
-            child = self._help_children[outcome] = self.help_requests.labels(outcome=outcome,
-                                                                             worker=self._worker)
-        child.inc()
+        counts = self._help.counts
+        counts[outcome] = counts.get(outcome, 0) + 1
 
     def help_connections_closed(self, reason: str, count: int) -> None:
         self.help_closed.labels(reason=reason, worker=self._worker).inc(count)

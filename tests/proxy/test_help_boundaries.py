@@ -8,6 +8,7 @@ UI, Redis and control plane (help_support.py).
 from __future__ import annotations
 
 import html
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from tests.support import eventually
 from userland.platform.grant_store import GrantStore
 from userland.platform.kube import NAMESPACES, KubeClient
 
-from .conftest import EchoFactory, GatewayFactory, World
+from .conftest import EchoFactory, GatewayFactory, InternalOf, World
 from .help_support import HTML, Lab, make_course, origin_url, start_lab
 
 ALICE = origin_url("alice")
@@ -180,7 +181,8 @@ async def test_help_forms_need_the_platforms_own_origin_and_token(lab: Lab) -> N
     assert await grants(lab) == []
 
 
-async def test_a_grant_that_runs_out_closes_the_terminal_and_refuses_what_follows(lab: Lab) -> None:
+async def test_a_grant_that_runs_out_closes_the_terminal_and_refuses_what_follows(
+        lab: Lab, internal_of: InternalOf) -> None:
     client = redis.asyncio.from_url(lab.redis_url)
     try:
         # Made as the web UI makes one, but for a few seconds (the course limit is at least 5 min).
@@ -195,6 +197,9 @@ async def test_a_grant_that_runs_out_closes_the_terminal_and_refuses_what_follow
     closed = await ws.receive(timeout=30)
     assert closed.type in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING, WSMsgType.ERROR)
     assert time.time() >= grant.expires - 0.5  # closed because it ran out, not before
+    metrics = await (await (await internal_of(lab.gw)).get("/metrics")).text()
+    closed_line = r'^userland_gateway_help_connections_closed_total\{reason="expired",worker="[^"]*"\} 1\.0$'
+    assert re.search(closed_line, metrics, re.M), metrics
     refused = await lab.on_origin(ALICE, cookie, "/", **HTML)
     assert refused.status == 403 and "has ended" in await text(refused)
     assert (await lab.handoff("tina", ALICE)).status == 403

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from userland.platform.grant_store import GrantStore
 from userland.platform.identity import verify_identity
 from userland.platform.kube import EVENTS, KubeClient
 
-from .conftest import SECRET, EchoFactory, GatewayFactory, World
+from .conftest import SECRET, EchoFactory, GatewayFactory, InternalOf, World
 from .help_support import HTML, Lab, origin_url, start_lab
 
 ALICE = origin_url("alice")
@@ -53,7 +54,8 @@ async def live_grants(lab: Lab) -> list[Any]:
         await client.aclose()
 
 
-async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab, kube: KubeClient) -> None:
+async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab, kube: KubeClient,
+                                                                      internal_of: InternalOf) -> None:
     # Before anyone asks, tina's way into alice's environment is the "not yours" page.
     refused = await lab.handoff("tina", ALICE)
     assert refused.status == 403 and "This is alice's environment" in await text(refused)
@@ -109,6 +111,12 @@ async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab
     again = await lab.handoff("tina", ALICE)
     assert again.status == 403
     assert len(lab.echoes["alice"].requests) == reached  # none of it reached her environment
+
+    # The gateway counted them: let in, and refused because the grant had ended.
+    metrics = await (await (await internal_of(lab.gw)).get("/metrics")).text()
+    line = r'^userland_gateway_help_requests_total\{outcome="(\w+)",worker="[^"]*"\} (\S+)$'
+    counted = dict(re.findall(line, metrics, re.M))
+    assert float(counted["admitted"]) >= 2 and float(counted["ended"]) >= 3, counted
 
     # alice sees who had access; the course's audit log and the Userland's Events say it too.
     me = await lab.page("alice", "/me")
