@@ -34,6 +34,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -467,6 +468,9 @@ def main() -> None:
     if shutil.which("wrk") is None:
         subprocess.run(["bash", str(HERE / "setup.sh")], check=True)
     use_uvloop()
+    # Stopped with SIGTERM (a --hold run, say): leave through the cleanups, which stop the
+    # gateways, the web UI, Redis and the control plane it started (else they outlive it).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.time()
     results = asyncio.run(run(args))
     results["setup"] = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "cores": os.cpu_count(),
