@@ -27,12 +27,17 @@ log = logging.getLogger(__name__)
 AUDIT = "userland.audit_log"  # WebContext.extras key for the AuditLog
 PAGE_SIZE = 200
 AUDITED_ACTIONS = ("add", "start", "restart", "suspend", "resume", "remove",
-                   "start_all", "restart_all", "suspend_all", "resume_all", "remove_all")
+                   "start_all", "restart_all", "suspend_all", "resume_all", "remove_all",
+                   "help_join", "help_open", "help_end")
 ACTION_LABELS = {
     "add": "Added students", "start": "Started", "restart": "Restarted", "suspend": "Suspended",
     "resume": "Resumed", "remove": "Removed", "start_all": "Started (whole course)",
     "restart_all": "Restarted (whole course)", "suspend_all": "Suspended (whole course)",
     "resume_all": "Resumed (whole course)", "remove_all": "Removed (whole course)",
+    # Help in the lab (web/help_records.py): a member of staff given access to a student's
+    # environments (asked for, or opened unasked where the course allows it), and its end.
+    "help_join": "Joined to help", "help_open": "Opened a student's environments",
+    "help_end": "Help access ended",
 }
 
 

@@ -123,6 +123,8 @@ async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab
     assert "Who had access" in me and "tina, assistant" in me and "ended by you" in me
     audit = await lab.page("teacher", f"/courses/{lab.namespace}/audit")
     assert "tina (assistant) can open alice" in audit and "ended by the student by alice" in audit
+    joins = await lab.page("teacher", f"/courses/{lab.namespace}/audit?action=help_join")
+    assert "Joined to help" in joins and "Help access ended" not in joins.split("<tbody>", 1)[1]
 
     async def events() -> list[str]:
         found = await kube.list(EVENTS, lab.namespace)
