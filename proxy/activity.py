@@ -102,6 +102,7 @@ class ActivityTracker:
         # Counters for tests and benchmarks: writes that reached each store.
         self.redis_writes = 0
         self.api_writes = 0
+        self.flushes = 0  # times flush() looked (tests wait on it instead of on time)
 
     # -- the per-request part: one dict write
 
@@ -150,6 +151,7 @@ class ActivityTracker:
     async def flush(self, *, everything: bool = False) -> None:
         """Write what is due (`everything`: all that is newer than what was written, as at
         shutdown)."""
+        self.flushes += 1
         now = self._clock()
         due: list[tuple[Key, _Entry, float]] = []
         for key, entry in list(self._entries.items()):
