@@ -8,8 +8,10 @@ gateway` and `userland web` processes, loopback):
                live grant (`staff`: the grant read with the origin session in the same Redis
                round trip, checked on every request, the staff identity signed), and the same
                student's requests through the gateway built from `--baseline` (default `main`,
-               the code before help grants) as the baseline. Goal: with grant checks >= 0.95x
-               of without.
+               the code before help grants) as the baseline. Both gateways are built from git
+               (HEAD and the baseline) and started the same way; each round starts with the next
+               target, and ratios are taken round by round. Goal: with grant checks >= 0.95x of
+               without.
 2. end         "end access" to the last staff request let in, with two gateway replicas (two
                processes, each its own session cache and subscription): per trial a new grant,
                its staff member's origin session, a client per replica sending requests back to
@@ -79,10 +81,10 @@ def summary(values: list[float]) -> dict[str, float]:
 # -- processes ---------------------------------------------------------------------------------
 
 
-def baseline_site(ref: str, state: Path) -> Path:
-    """The package as it was at `ref`, installed into a folder of its own (no dependencies: the
-    venv's are used)."""
-    src, site = state / "baseline-src", state / "baseline-site"
+def build_site(ref: str, state: Path, name: str) -> Path:
+    """The package as it is at `ref`, installed into a folder of its own (no dependencies: the
+    venv's are used). Both gateways compared run from such a folder the same way."""
+    src, site = state / f"{name}-src", state / f"{name}-site"
     src.mkdir()
     archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
@@ -93,8 +95,8 @@ def baseline_site(ref: str, state: Path) -> Path:
 
 def start_gateway(name: str, env: dict[str, str], kubeconfig: Path, state: Path,
                   site: Path | None = None) -> tuple[Proc, int, int]:
-    """`userland gateway` (1 worker); `site`: run that build of the package instead (python -S,
-    so the venv's editable install of this checkout is not on the path)."""
+    """`userland gateway` (1 worker); `site`: run that build of the package (python -S, so the
+    venv's editable install of this checkout is not on the path)."""
     port, internal = free_port(), free_port()
     log = state / f"{name}.log"
     args = ["-m", "userland.cli.main", "--log-level", "WARNING", "gateway", "--listen", f"127.0.0.1:{port}",
@@ -155,13 +157,16 @@ def headers_for(cookie: str) -> dict[str, str]:
 
 async def throughput(args: argparse.Namespace, state: Path, env: dict[str, str], kubeconfig: Path,
                      owner: str, staff: str, procs: list[Proc]) -> dict[str, Any]:
-    gateway, port, internal = start_gateway("gw", env, kubeconfig, state)
+    # The code under test runs as the baseline does: built from git (HEAD: commit first) into a
+    # folder of its own and started with `python -S`, so nothing but the code differs.
+    site = build_site("HEAD", state, "current") if args.baseline else None
+    gateway, port, internal = start_gateway("gw", env, kubeconfig, state, site)
     procs.append(gateway)
     targets: list[tuple[str, Proc, int, dict[str, str]]] = [("owner", gateway, port, headers_for(owner)),
                                                               ("staff", gateway, port, headers_for(staff))]
     if args.baseline:
         base, base_port, base_internal = start_gateway("gw-baseline", env, kubeconfig, state,
-                                                       baseline_site(args.baseline, state))
+                                                       build_site(args.baseline, state, "baseline"))
         procs.append(base)
         await wait_http(f"http://127.0.0.1:{base_internal}/healthz", proc=base)
         targets.insert(0, ("baseline", base, base_port, headers_for(owner)))
@@ -179,7 +184,9 @@ async def throughput(args: argparse.Namespace, state: Path, env: dict[str, str],
     for _name, _proc, target_port, headers in targets:  # warm-up
         wrk(target_port, 2, args.connections, [f"{k}: {v}" for k, v in headers.items()])
     for round_ in range(args.rounds):
-        for name, proc, target_port, headers in targets:
+        # Each round starts with the next target: the order within a round does not favour one.
+        shift = round_ % len(targets)
+        for name, proc, target_port, headers in targets[shift:] + targets[:shift]:
             before = proc.cpu_seconds()
             result, out = wrk(target_port, args.seconds, args.connections,
                               [f"{k}: {v}" for k, v in headers.items()])
