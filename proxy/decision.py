@@ -27,6 +27,7 @@ dict lookups in the watched routing data) and turns the outcome into a response.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,6 +87,12 @@ class Admitted:
 Admission = Admitted | Outcome
 
 
+@functools.lru_cache(maxsize=4096)
+def _admitted(login: str) -> Admitted:
+    """An owner's admission (immutable): made once per login, not per request."""
+    return Admitted(login)
+
+
 def admit(visitor: Visitor | None, *, owner: str | None, here: str | None, navigation: bool,
           background: bool, namespace: str = "", now: float = 0.0,
           embedded_elsewhere: bool = False) -> Admission:
@@ -101,7 +108,7 @@ def admit(visitor: Visitor | None, *, owner: str | None, here: str | None, navig
             return Outcome.HANDOFF
         return Outcome.SIGNED_OUT_BACKGROUND if background else Outcome.LOGIN_REQUIRED
     if owner is None:
-        return Admitted(visitor.login)  # path routes: a platform session, never a grant
+        return _admitted(visitor.login)  # path routes: a platform session, never a grant
     # An origin session is bound to one origin: never honoured on another (even of its owner).
     if visitor.origin != here:
         return Outcome.NOT_YOURS
@@ -109,7 +116,7 @@ def admit(visitor: Visitor | None, *, owner: str | None, here: str | None, navig
         return Outcome.GRANT_ENDED
     grant = visitor.grant
     if grant is None:
-        return Admitted(owner) if visitor.login == owner else Outcome.NOT_YOURS
+        return _admitted(owner) if visitor.login == owner else Outcome.NOT_YOURS
     if grant.staff != visitor.login or grant.student != owner or grant.course != namespace:
         return Outcome.NOT_YOURS  # another student's, or another course's route on this host
     if not grant.live(now):

@@ -133,6 +133,7 @@ class Gateway:
         self.proto = public.scheme or "http"
         self.port = port_suffix(settings.public_url)
         self._origins: dict[str, str | None] = {}  # origin_of's memory
+        self._visitors: dict[int, tuple[object, decision.Visitor]] = {}  # _visitor's memory
         self.websockets: set[WebSocketPair] = set()
         self.websocket_quota = WebSocketQuota(settings.max_websockets_per_user)
         # Forwarded requests by session: a session that ends closes them (proxy/live.py).
@@ -300,15 +301,21 @@ class Gateway:
             return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
-        visitor = None if session is None else self._visitor(request, session)
         here = self.origin_of(request.host) if owner is not None else None
-        staff = visitor is not None and visitor.grant is not None
-        headers = request.headers
-        admission = decision.admit(
-            visitor, owner=owner, here=here, navigation=wants_html(request) and not websocket,
-            background=is_background(request), namespace=route.namespace, now=time.time(),
-            embedded_elsewhere=staff and decision.embedded_elsewhere(
-                headers.get("Sec-Fetch-Site"), headers.get("Sec-Fetch-Mode"), headers.get("Sec-Fetch-Dest")))
+        if session is None:
+            visitor = None
+            # What kind of request it is matters only without a session (which page to answer).
+            navigation, background = wants_html(request) and not websocket, is_background(request)
+        else:
+            visitor, navigation, background = self._visitor(request, session), False, False
+        embedded = False
+        if visitor is not None and visitor.grant is not None:  # staff: where the request comes from
+            headers = request.headers
+            embedded = decision.embedded_elsewhere(
+                headers.get("Sec-Fetch-Site"), headers.get("Sec-Fetch-Mode"), headers.get("Sec-Fetch-Dest"))
+        admission = decision.admit(visitor, owner=owner, here=here, navigation=navigation,
+                                   background=background, namespace=route.namespace, now=time.time(),
+                                   embedded_elsewhere=embedded)
         if not isinstance(admission, decision.Admitted):
             return self._refusal(request, admission, route, visitor, owner)
         login = admission.login  # whose environment: the visitor's own, or (staff) the owner's
@@ -350,14 +357,25 @@ class Gateway:
         return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
                                      storage=route.storage)
 
-    @staticmethod
-    def _visitor(request: web.Request, session: Session | OriginSession) -> decision.Visitor:
+    def _visitor(self, request: web.Request, session: Session | OriginSession) -> decision.Visitor:
+        # The session caches hand out the same object for a cookie for up to a second: its
+        # Visitor is remembered for it (by identity; a new session object is a new entry).
+        memo = self._visitors.get(id(session))
+        if memo is not None and memo[0] is session:
+            request[LOGIN_KEY] = memo[1].login
+            return memo[1]
         login = request[LOGIN_KEY] = session.login.lower()
         if not isinstance(session, OriginSession):
-            return decision.Visitor(login)  # the platform's own session is bound to no origin
-        if not session.grant_bound:
-            return decision.Visitor(login, session.origin)
-        return decision.Visitor(login, session.origin, grant=session.grant, grant_ended=session.grant_ended)
+            visitor = decision.Visitor(login)  # the platform's own session is bound to no origin
+        elif not session.grant_bound:
+            visitor = decision.Visitor(login, session.origin)
+        else:
+            visitor = decision.Visitor(login, session.origin, grant=session.grant,
+                                       grant_ended=session.grant_ended)
+        if len(self._visitors) >= 4096:
+            self._visitors.clear()
+        self._visitors[id(session)] = (session, visitor)
+        return visitor
 
     def _refusal(self, request: web.Request, outcome: decision.Outcome, route: TemplateRoute,
                  visitor: decision.Visitor | None, owner: str | None) -> web.StreamResponse:
@@ -403,11 +421,12 @@ class Gateway:
                             httponly=True, samesite="Lax")
         return response
 
-    async def _forward_to_environment(self, request: web.Request, route: TemplateRoute,
-                                      userland: UserlandState, base: str, login: str,
-                                      websocket: bool, grant: Grant | None = None) -> web.StreamResponse:
-        """Forward to `login`'s environment, noting use of it (sleep and wake); `grant`: the help
-        grant a member of staff came in by (the environment is told who they are, signed)."""
+    def _forward_to_environment(self, request: web.Request, route: TemplateRoute,
+                                userland: UserlandState, base: str, login: str,
+                                websocket: bool, grant: Grant | None = None) -> Awaitable[web.StreamResponse]:
+        """Forwarding to `login`'s environment, noting use of it (sleep and wake); `grant`: the
+        help grant a member of staff came in by (the environment is told who they are, signed).
+        Returns `forward`'s coroutine for the caller to await: no coroutine of its own per request."""
         name = route.display_name or route.template
         key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
         on_data: Callable[[bytes | str], None] | None = None
@@ -428,8 +447,8 @@ class Gateway:
                                              asleep=False, storage=route.storage)
         if grant is not None:
             user = _staff_identity(grant.staff, login, grant.role)
-            return await self.forward(request, base, user, on_data, on_refused, grant=grant)
-        return await self.forward(request, base, _env_identity(login), on_data, on_refused)
+            return self.forward(request, base, user, on_data, on_refused, grant=grant)
+        return self.forward(request, base, _env_identity(login), on_data, on_refused)
 
     async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
                            name: str, login: str, *, websocket: bool) -> web.StreamResponse:
