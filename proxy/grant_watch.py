@@ -47,24 +47,25 @@ class GrantWatch:
         self._interval = interval
         self._check_seconds = check_seconds
         self._grants: dict[str, Grant] = {}
-        self._open: dict[str, dict[int, web.Request]] = {}  # grant id -> id(request) -> request
+        # grant id -> its requests in flight here. Sets that empty stay until the next sweep (a
+        # staff member's requests come and go many times a second: no churn per request).
+        self._open: dict[str, dict[int, web.Request]] = {}  # (requests are unhashable: by id)
         self._last_check = 0.0
 
     def __len__(self) -> int:
         return sum(len(requests) for requests in self._open.values())
 
     def add(self, request: web.Request, grant: Grant) -> None:
-        self._grants[grant.id] = grant
-        self._open.setdefault(grant.id, {})[id(request)] = request
+        requests = self._open.get(grant.id)
+        if requests is None:
+            requests = self._open[grant.id] = {}
+            self._grants[grant.id] = grant
+        requests[id(request)] = request
 
     def discard(self, request: web.Request, grant: Grant) -> None:
         requests = self._open.get(grant.id)
-        if requests is None:
-            return
-        requests.pop(id(request), None)
-        if not requests:
-            del self._open[grant.id]
-            self._grants.pop(grant.id, None)
+        if requests is not None:
+            requests.pop(id(request), None)
 
     def _close(self, grant_id: str, reason: str) -> int:
         requests = self._open.pop(grant_id, {})
@@ -82,6 +83,9 @@ class GrantWatch:
 
     async def sweep(self) -> int:
         """One pass: close what ran out, and (every CHECK_SECONDS) what Redis says has ended."""
+        for grant_id in [g for g, requests in self._open.items() if not requests]:
+            del self._open[grant_id]  # nothing of it in flight here any more
+            self._grants.pop(grant_id, None)
         if not self._open:
             return 0
         now = self._clock()
