@@ -21,6 +21,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
+import aiohttp
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, WebSocket, expect
 
@@ -128,10 +129,19 @@ async def test_tina_helps_alice_in_vs_code_and_alice_ends_it(browser: Browser, l
             await kube.merge_patch(NAMESPACES, None, COURSE, {"metadata": {"annotations": {
                 "userland.dev/assistants": ""}}})
 
+            # What her browser holds for alice's address, sent to the gateway as her browser would
+            # (not through the page: VS Code's service worker answers some requests itself).
+            held = {c["name"]: c["value"] for c in await tina.cookies(alice_vscode)}
+            seen: list[int] = []
+
             async def shut_out() -> bool:
-                status = await ide.evaluate("fetch('/', {redirect: 'manual'}).then(r => r.status)")
-                return bool(status == 401)
-            await eventually(shut_out, timeout=30)
+                async with aiohttp.ClientSession() as http, http.get(
+                        f"http://127.0.0.1:{local.port}/", allow_redirects=False,
+                        headers={"Host": f"alice.vscode.localhost:{local.port}",
+                                 "Cookie": "; ".join(f"{k}={v}" for k, v in held.items())}) as response:
+                    seen.append(response.status)
+                    return response.status == 401
+            await eventually(shut_out, timeout=30, explain=lambda: f"statuses seen: {seen[-5:]}")
             gone = await board.goto(f"{platform(local)}/courses/{COURSE}")
             assert gone is not None and gone.status == 404
             await kube.merge_patch(NAMESPACES, None, COURSE, {"metadata": {"annotations": {
