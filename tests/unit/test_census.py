@@ -31,8 +31,8 @@ def test_kinds() -> None:
     assert failure_kind(status("Starting", "Unschedulable")) == "scheduling"
     assert failure_kind(status("Pending", "TemplateNotFound")) == "config"
     # Waiting for an ordinary reason, stopped on purpose, or fine: nothing fails.
-    quiet_ones = [status("Starting", "Starting"), status("Starting", "Waking"), status("Suspended", "Suspended"),
-                  status("Ready", "Available"), status("Idle", "Idle"), None]
+    quiet_ones = [status("Starting", "Starting"), status("Starting", "Waking"),
+                  status("Suspended", "Suspended"), status("Ready", "Available"), status("Idle", "Idle"), None]
     for quiet in quiet_ones:
         assert failure_kind(quiet) is None
 
