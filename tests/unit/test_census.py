@@ -31,10 +31,10 @@ def test_kinds() -> None:
     assert failure_kind(status("Starting", "Unschedulable")) == "scheduling"
     assert failure_kind(status("Pending", "TemplateNotFound")) == "config"
     # Waiting for an ordinary reason, stopped on purpose, or fine: nothing fails.
-    quiet_ones = [status("Starting", "Starting"), status("Starting", "Waking"),
-                  status("Suspended", "Suspended"), status("Ready", "Available"), status("Idle", "Idle"), None]
-    for quiet in quiet_ones:
-        assert failure_kind(quiet) is None
+    for phase, reason in (("Starting", "Starting"), ("Starting", "Waking"), ("Suspended", "Suspended"),
+                          ("Ready", "Available"), ("Idle", "Idle")):
+        assert failure_kind(status(phase, reason)) is None
+    assert failure_kind(None) is None
 
 
 def userland(name: str, template: str, st: dict[str, Any] | None, ns: str = "c1") -> dict[str, Any]:
