@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -46,6 +47,10 @@ class AuthContext:
     # The gateway's session lookup (its cache, negative cache and anonymous share: proxy/
     # session_cache.py), so that the auth routes look sessions up the way every request does.
     session_lookup: SessionLookup | None = None
+    # What the auth routes did, for the gateway's /metrics (plain counts: auth has no Prometheus):
+    # sign-ins by outcome, and refusals by reason (proxy/metrics.py REFUSALS).
+    sign_ins: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
 
     @property
     def cookies(self) -> CookieNames:
@@ -137,6 +142,7 @@ def fail_closed(handler: Handler) -> Handler:
             return await handler(request)
         except SessionStoreBusy:
             log.info("session store busy", extra={"event": "store.busy", "path": request.path})
+            auth_context(request).refusals["busy"] += 1
             return pages.busy_page()
         except SessionStoreUnavailable as exc:
             log.warning("session store unavailable", extra={"path": request.path, "error": str(exc)})

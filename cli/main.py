@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="processes sharing the port (SO_REUSEPORT); about one per core")
     gw.add_argument("--grace", type=float, default=30.0,
                     help="seconds open WebSockets keep working after SIGTERM before closing with 1001")
+    gw.add_argument("--no-metrics", action="store_true",
+                    help="count nothing per request and serve an empty /metrics (for a site without "
+                         "Prometheus; what the metrics cost is measured against it)")
 
     wb = sub.add_parser("web", help="run the web UI (instructors' courses, students' environments)")
     wb.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on (behind the gateway)")
@@ -180,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         extra={"event": "dev_login.enabled", "listen": f"{host}:{port}"})
         return _serving(args, lambda: run_gateway(settings, ServerOptions(
             host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
-            grace=max(0.0, args.grace), log_level=args.log_level)))
+            grace=max(0.0, args.grace), log_level=args.log_level, metrics=not args.no_metrics)))
     if args.command == "web":
         from userland.proxy.server import parse_listen
         from userland.web.server import WebOptions, run_web
