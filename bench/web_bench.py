@@ -140,7 +140,8 @@ async def sse_latencies(kube: KubeClient, http: aiohttp.ClientSession, base: str
 def start_web(plane: ControlPlane, port: int, log: Path) -> subprocess.Popen[bytes]:
     """The real `userland web` process (its RSS is what is measured)."""
     env = {**os.environ, "USERLAND_IDENTITY_SECRET": SECRET, "USERLAND_PUBLIC_URL": PUBLIC,
-           "USERLAND_REDIS_URL": "redis://127.0.0.1:1/0"}  # the dashboard needs no Redis
+           "USERLAND_REDIS_URL": "redis://127.0.0.1:1/0",  # the dashboard needs no Redis
+           "USERLAND_INTERNAL_LISTEN": "127.0.0.1:0"}
     with log.open("wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "userland.cli.main", "web", "--listen",
                                  f"127.0.0.1:{port}", "--kubeconfig", str(plane.kubeconfig)],

@@ -126,7 +126,8 @@ def _serving(args: argparse.Namespace, serve: Callable[[], int]) -> int:
         return serve()
     except OSError as err:
         log.debug("could not serve", exc_info=True)
-        print(f"userland {args.command}: cannot serve on {args.listen}: {err.strerror or err}",
+        where = err.filename or args.listen  # another listener than --listen names itself
+        print(f"userland {args.command}: cannot serve on {where}: {err.strerror or err}",
               file=sys.stderr)
         return 2
 

@@ -168,8 +168,10 @@ class LocalSetup:
         self.runner_task: asyncio.Task[None] | None = None
         self.operator_port = 0
         self.web_port = 0
-        # The gateway's internal listener (/healthz, /metrics): never its public port.
+        # The gateway's and the web UI's internal listeners (/healthz, /metrics): never their
+        # public ports.
         self.gateway_internal_port = 0
+        self.web_internal_port = 0
         # The gateway signs identities with it; the web UI checks them.
         self.identity_secret = secrets.token_hex(32)
         self.stop = asyncio.Event()
@@ -288,11 +290,13 @@ class LocalSetup:
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
+        self.web_internal_port = free_port()
         self.supervisor.add("web", lambda: spawn("web", userland_command(
             "web", "--kubeconfig", str(self.options.kubeconfig), "--listen", f"127.0.0.1:{self.web_port}",
         ), self.options.log_dir, self._child_env(
             USERLAND_REDIS_URL=redis_url, USERLAND_PUBLIC_URL=self.options.public_url,
-            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false")))
+            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false",
+            USERLAND_INTERNAL_LISTEN=f"127.0.0.1:{self.web_internal_port}")))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options

@@ -173,8 +173,9 @@ class Settings:
     max_connections_per_client: int = 1000
     # Open WebSockets per signed-in user and gateway process (0: no limit).
     max_websockets_per_user: int = 64
-    # Where the gateway serves /healthz, /metrics and /auth/verify (forward-auth): a listener of
-    # their own, never the public one, so no request from outside can choose them by its Host.
+    # Where the gateway serves /healthz, /metrics and /auth/verify (forward-auth), and the web UI
+    # /healthz and /metrics: a listener of their own, never the public one, so no request from
+    # outside (through the gateway) can choose them by its Host or path.
     internal_listen: str = "0.0.0.0:8081"
     # Open live-dashboard streams (server-sent events) per signed-in user and web UI process
     # (0: no limit). Each holds a connection through the gateway and a subscription.
