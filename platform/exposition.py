@@ -14,11 +14,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from prometheus_client import disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from userland.platform.informer import Informer
 from userland.platform.kube import KubeClient
 from userland.platform.telemetry import REDIS_ERROR_KINDS, PlainHistogram, RedisStats
+
+# prometheus_client adds a `_created` series (the start time) beside every counter and histogram
+# by default: twice the series for nothing the dashboards or rules read (Prometheus' own
+# `resets` and `rate` handle restarts). Off for the whole process, every component imports this.
+disable_created_metrics()
 
 
 def histogram_family(name: str, documentation: str, series: Iterable[tuple[list[str], PlainHistogram]],

@@ -16,6 +16,7 @@ Resources (Kubernetes client, Redis) are opened and closed in `cleanup_ctx`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -54,6 +55,8 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 # names): aiohttp's default of 1,000 fields refused a course of 500 students with two each.
 MAX_FORM_FIELDS = MAX_TARGETS + 100
 _PUBLIC_PATHS = ("/healthz",)
+# The status /metrics counts for a request whose client went away before its answer (nginx's 499).
+CLIENT_GONE = 499
 
 
 @web.middleware
@@ -66,6 +69,9 @@ async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
         return response
     except web.HTTPException as exc:
         status = exc.status
+        raise
+    except asyncio.CancelledError:
+        status = CLIENT_GONE  # the client went away (a live stream's page closed): not our failure
         raise
     finally:
         request.app[WEB_METRICS].observe(route_of(request), request.method, status,

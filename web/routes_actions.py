@@ -225,9 +225,9 @@ async def course_action(request: web.Request) -> web.StreamResponse:
     results = await _run(ctx, action, course.namespace, [t.name for t in chosen.targets], who.login,
                          resume_suspended=resume_suspended, may_resume=may_resume)
     results = _named(results, chosen.targets)
-    ctx.metrics.actions_done(course.namespace, action, (r.outcome for r in results))
     results += [actions.RowResult(login=name, template="", outcome="missing",
                                   detail="no such environment in this course") for name in chosen.missing]
+    ctx.metrics.actions_done(course.namespace, action, (r.outcome for r in results))
     summary = actions.summarize(results) if results else "nothing to do"
     # The Templates' display names, as the dashboard and the add results show them (one list).
     templates = await _templates(ctx, course.namespace) if results else {}

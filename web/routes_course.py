@@ -151,45 +151,51 @@ async def _stream(request: web.Request, ctx: WebContext, course: Course, role: C
         "X-Accel-Buffering": "no"})
     await response.prepare(request)
     visible = [r.login for r in dashboard.select(watch.rows(), query).rows]
-    with state.notifier.subscribe(namespace) as subscription:
-        await response.write(b"retry: 3000\n: connected\n\n")
-        quiet = 0.0
-        while True:
-            # Woken at least every LIVENESS_SECONDS: a client that went away frees its place in
-            # the per-user quota within that time, not at the next heartbeat's failed write.
-            keys = await subscription.next(LIVENESS_SECONDS)
-            if keys is None:
-                break  # shutting down
-            if request.transport is None or request.transport.is_closing():
-                break  # the client went away
-            if not keys:
-                quiet += LIVENESS_SECONDS
-                if quiet >= HEARTBEAT_SECONDS:
-                    quiet = 0.0
-                    await response.write(b": heartbeat\n\n")
-                continue
-            current = state.watch(namespace)
-            now_course = state.course(namespace)
-            # The course is gone, or the viewer is no longer its staff: the stream ends here.
-            if current is None or now_course is None or course_role(who, now_course) is None:
-                await response.write(b"event: gone\ndata: {}\n\n")
-                break
-            watch = current
-            now = time.time()
-            selection = dashboard.select(watch.rows(), query, now)
-            order = [r.login for r in selection.rows]
-            context = _row_context(ctx, course, role, now)
-            send = {r.login: r for r in selection.rows
-                    if "*" in keys or r.login in keys or r.login not in visible}
-            rows = {login: render_row(ctx, row, context, csrf) for login, row in send.items()}
-            visible = order
-            payload = {"rows": rows, "order": order, "matched": selection.matched, "total": selection.total,
-                       "environments": selection.shown_environments,
-                       "matched_environments": selection.matched_environments, "filtered": query.filtered,
-                       "counts": [[dashboard.badge_class(k), dashboard.PHASE_WORDS.get(k, k), v]
-                                  for k, v in sorted(selection.counts.items())]}
-            data = json.dumps(payload, separators=(",", ":"))
-            await response.write(f"event: rows\ndata: {data}\n\n".encode())
+    try:
+        with state.notifier.subscribe(namespace) as subscription:
+            await response.write(b"retry: 3000\n: connected\n\n")
+            quiet = 0.0
+            while True:
+                # Woken at least every LIVENESS_SECONDS: a client that went away frees its place in
+                # the per-user quota within that time, not at the next heartbeat's failed write.
+                keys = await subscription.next(LIVENESS_SECONDS)
+                if keys is None:
+                    break  # shutting down
+                if request.transport is None or request.transport.is_closing():
+                    break  # the client went away
+                if not keys:
+                    quiet += LIVENESS_SECONDS
+                    if quiet >= HEARTBEAT_SECONDS:
+                        quiet = 0.0
+                        await response.write(b": heartbeat\n\n")
+                    continue
+                current = state.watch(namespace)
+                now_course = state.course(namespace)
+                # The course is gone, or the viewer is no longer its staff: the stream ends here.
+                if current is None or now_course is None or course_role(who, now_course) is None:
+                    await response.write(b"event: gone\ndata: {}\n\n")
+                    break
+                watch = current
+                now = time.time()
+                selection = dashboard.select(watch.rows(), query, now)
+                order = [r.login for r in selection.rows]
+                context = _row_context(ctx, course, role, now)
+                send = {r.login: r for r in selection.rows
+                        if "*" in keys or r.login in keys or r.login not in visible}
+                rows = {login: render_row(ctx, row, context, csrf) for login, row in send.items()}
+                visible = order
+                payload = {"rows": rows, "order": order, "matched": selection.matched,
+                           "total": selection.total, "environments": selection.shown_environments,
+                           "matched_environments": selection.matched_environments,
+                           "filtered": query.filtered,
+                           "counts": [[dashboard.badge_class(k), dashboard.PHASE_WORDS.get(k, k), v]
+                                      for k, v in sorted(selection.counts.items())]}
+                data = json.dumps(payload, separators=(",", ":"))
+                await response.write(f"event: rows\ndata: {data}\n\n".encode())
+    except ConnectionResetError:
+        # The viewer closed the page while a row was being written: the stream simply ends (not
+        # a failure of the web UI, which /metrics and the logs would otherwise count).
+        pass
     return response
 
 
