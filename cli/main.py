@@ -83,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--students", default="alice,bob,carol",
                     help="logins that get a demo environment (comma-separated)")
     lo.add_argument("--reset", action="store_true", help="delete the state from earlier runs first")
+    lo.add_argument("--prometheus", action="store_true",
+                    help="also start a Prometheus (Debian's) that scrapes every part, with the alert rules")
+    lo.add_argument("--prometheus-interval", type=float, default=5.0,
+                    help="seconds between its scrapes and rule evaluations (default 5)")
     return parser
 
 
@@ -98,7 +102,8 @@ def _local(args: argparse.Namespace) -> int:
         print(f"userland local: --students: {err}", file=sys.stderr)
         return 2
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
-    return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset))
+    return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset,
+                                  prometheus=args.prometheus, prometheus_interval=args.prometheus_interval))
 
 
 def parse_address(listen: str) -> tuple[str, int]:
