@@ -49,7 +49,8 @@ def metrics_app(runner: LocalRunner) -> web.Application:
     registry = CollectorRegistry(auto_describe=True)
     registry.register(RunnerCollector(runner))  # type: ignore[arg-type]
     registry.register(PlatformCollector(kube=lambda: (runner.kube,),  # type: ignore[arg-type]
-                                        informers=lambda: (runner.pods, runner.services)))
+                                        informers=lambda: (runner.pods, runner.services),
+                                        labels={"component": "runner"}))
 
     async def page(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

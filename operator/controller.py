@@ -77,8 +77,8 @@ class Controller:
             self.metrics, phases=lambda: list(self.census.phases.items()), pairs=self.census.pairs,
             failing=lambda: list(self.census.failing.items()), longest_waits=lifecycle.longest_waits,
             line=line.keys))
-        self.metrics.registry.register(PlatformCollector(kube=lambda: (client,),
-                                                         informers=lambda: self.informers))
+        self.metrics.registry.register(PlatformCollector(
+            kube=lambda: (client,), informers=lambda: self.informers, labels={"component": "operator"}))
         self.template_reconciler = TemplateReconciler(self.caches, self.applier, self.events, dry_runs, clock)
         self.loop = Loop([self.template_reconciler, self.userland_reconciler], queue=self.queue,
                          metrics=self.metrics, workers=workers, resync_seconds=resync_seconds)

@@ -51,7 +51,9 @@ class PlatformCollector:
     """Kubernetes API requests, watches and Redis round trips of one process.
 
     Each argument is a function returning what exists at scrape time (a web UI adds informers
-    as courses appear); `labels` are added to every series (the gateway's `worker`)."""
+    as courses appear); `labels` are added to every series: `component` (operator, gateway, web,
+    runner: dashboards tell them apart without depending on how a site names its scrape jobs),
+    and the gateway's `worker`."""
 
     def __init__(self, *, kube: Callable[[], Iterable[KubeClient]] = tuple,
                  informers: Callable[[], Iterable[Informer]] = tuple,

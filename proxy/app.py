@@ -194,7 +194,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         metrics.attach(handoffs=lambda: endpoints.handoffs, sessions=census)
         metrics.attach_platform(PlatformCollector(
             kube=lambda: (client,), informers=lambda: (routes.templates, routes.userlands, routes.services),
-            redis=lambda: (redis_conn,), labels={"worker": metrics.worker}))
+            redis=lambda: (redis_conn,), labels={"component": "gateway", "worker": metrics.worker}))
         holder["gateway"] = gateway
         await routes.start()
         flusher = asyncio.create_task(gateway.activity.run())

@@ -258,7 +258,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
             streams=state.notifier.streams,
             courses=lambda: [watch.status for watch in list(state.watches.values())],
             platform=lambda: PlatformCollector(
-                kube=lambda: (client,), redis=lambda: (redis_conn,),
+                kube=lambda: (client,), redis=lambda: (redis_conn,), labels={"component": "web"},
                 informers=lambda: [state.namespaces,
                                    *(i for watch in list(state.watches.values()) for i in watch.informers)]))
         try:

@@ -101,7 +101,8 @@ async def test_two_operators_one_leader_and_takeover_after_a_crash(
     await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-ann"), timeout=30)
     _, metrics = await leader.get("/metrics")
     # The Deployment's create, and the Template's server-side dry run (a create too).
-    assert 'userland_kube_requests_total{code="201",resource="Deployment",verb="create"} 2.0' in metrics
+    created = 'code="201",component="operator",resource="Deployment",verb="create"'
+    assert f"userland_kube_requests_total{{{created}}} 2.0" in metrics
     assert "userland_operator_reconcile_duration_seconds_bucket" in metrics
     # The environment figures come from the leader only: the standby's caches hold the same
     # objects, and a sum over both would count every environment twice.

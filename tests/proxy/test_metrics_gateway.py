@@ -99,9 +99,11 @@ async def test_refusals_by_kind_and_failures_apart_from_answers(
     assert get(found, "userland_gateway_upstream_errors_total", kind="refused") == 1
     assert get(found, "userland_gateway_waiting_answers_total", course=namespace) == 2
     # The platform's parts: the API client's requests and the watches.
-    assert get(found, "userland_kube_requests_total", verb="list", resource="Userland", code="200") >= 1
-    assert get(found, "userland_watch_healthy", resource="Service") == 1
-    assert get(found, "userland_redis_command_duration_seconds_count") >= 1
+    platform = {"component": "gateway"}
+    assert get(found, "userland_kube_requests_total", verb="list", resource="Userland", code="200",
+               **platform) >= 1
+    assert get(found, "userland_watch_healthy", resource="Service", **platform) == 1
+    assert get(found, "userland_redis_command_duration_seconds_count", **platform) >= 1
     assert get(found, "userland_gateway_redis_connected") == 1
 
 
@@ -138,13 +140,13 @@ async def test_redis_down(world: World, gateway_factory: GatewayFactory, interna
         internal = await internal_of(gw)
         found = await samples(internal)
         assert get(found, "userland_gateway_redis_connected") == 1
-        before = get(found, "userland_redis_errors_total", kind="connection")
+        before = get(found, "userland_redis_errors_total", kind="connection", component="gateway")
     # Redis stopped: the subscription notices within a second or two; lookups fail, closed.
     await eventually(lambda: _redis_down(internal), timeout=20)
     resp = await gw.get("/", headers={"Host": ALICE_HOST, "Cookie": "userland_origin=" + "x" * 43, **HTML})
     assert resp.status == 503
     found = await samples(internal)
-    assert get(found, "userland_redis_errors_total", kind="connection") > before
+    assert get(found, "userland_redis_errors_total", kind="connection", component="gateway") > before
     assert get(found, "userland_gateway_failed_requests_total") == 1
 
 

@@ -68,7 +68,8 @@ async def test_pages_streams_and_actions_are_counted(kube: KubeClient, namespace
         done = get(found, "userland_web_actions_total", course=namespace, action="restart", outcome=outcome)
         assert done == 1, outcome
     assert get(found, "userland_web_courses", status="ready") >= 1
-    assert get(found, "userland_kube_requests_total", verb="list", resource="Template", code="200") >= 1
+    assert get(found, "userland_kube_requests_total", verb="list", resource="Template", code="200",
+               component="web") >= 1
     # A live dashboard open: one stream, until it is closed.
     assert get(found, "userland_web_streams_open") == 0
     stream = await teacher.client.get(f"/courses/{namespace}/stream", headers=headers(INSTRUCTOR, "student"))
