@@ -95,6 +95,7 @@ class Lifecycle:
             self.metrics.wakes.labels(key[0], template, woke_by).inc()
             asked = decision.asked_at if decision is not None else None
             episode = Episode("woken", asked or now, key[0], template)
+            self.metrics.wake_failures.labels(key[0], template)  # its series, at 0 until one fails
         elif after not in WAITING:
             return None  # Ready or Failed, and it was not waiting before: nothing began
         else:

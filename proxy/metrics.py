@@ -44,6 +44,9 @@ REFUSALS: Mapping[str, str] = {
 }
 # Counted by the server below aiohttp (proxy/connections.py ConnectionCounts.refused).
 CONNECTION_REFUSALS = ("connections", "header_size", "header_timeout", "bad_request")
+# UpstreamError kinds (proxy/upstream.py, upstream_client.py, websocket.py): every series exists
+# from the start, at 0, so "no errors" is a zero on a panel, not "no data".
+UPSTREAM_ERROR_KINDS = ("refused", "timeout", "broken", "interrupted", "invalid", "handshake")
 
 
 class _RequestStats:
@@ -106,6 +109,8 @@ class GatewayMetrics:
             "waking, starting): the waking page, or a 503 with Retry-After", ["course", "worker"],
             registry=self.registry)
         self._ws = self.websockets.labels(worker=self._worker)
+        for kind in UPSTREAM_ERROR_KINDS:
+            self.upstream_errors.labels(kind=kind, worker=self._worker)
         self._state = _StateCollector(self._worker, self._stats)
         self.registry.register(self._state)  # type: ignore[arg-type]
 

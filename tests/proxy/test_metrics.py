@@ -47,3 +47,18 @@ def test_websockets_and_upstream_errors() -> None:
     found = samples(metrics)
     assert found[("userland_gateway_websockets_active", (("worker", "w2"),))] == 1
     assert found[("userland_gateway_upstream_errors_total", (("kind", "refused"), ("worker", "w2")))] == 1
+
+
+def test_every_upstream_error_kind_has_its_series_from_the_start() -> None:
+    import re
+    from pathlib import Path
+
+    from userland.proxy.metrics import UPSTREAM_ERROR_KINDS
+
+    proxy = Path(__file__).resolve().parents[2] / "proxy"
+    raised = {kind for path in proxy.glob("*.py")
+              for kind in re.findall(r'UpstreamError\("(\w+)"', path.read_text())}
+    assert raised and raised <= set(UPSTREAM_ERROR_KINDS)
+    found = samples(GatewayMetrics("w3"))
+    for kind in UPSTREAM_ERROR_KINDS:
+        assert found[("userland_gateway_upstream_errors_total", (("kind", kind), ("worker", "w3")))] == 0
