@@ -340,7 +340,8 @@ def prometheus_rule() -> dict[str, Any]:
         groups.extend(yaml.safe_load(path.read_text())["groups"])
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-        "metadata": {"name": "userland", "labels": {"app.kubernetes.io/part-of": "userland"}},
+        "metadata": {"name": "userland", "namespace": "userland-system",
+                     "labels": {"app.kubernetes.io/part-of": "userland"}},
         "spec": {"groups": groups},
     }
 
