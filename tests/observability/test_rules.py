@@ -127,7 +127,8 @@ def test_every_recording_rule_is_in_the_slo_document() -> None:
             assert name.startswith("userland:slo_")
             base, window = name.rsplit("_rate", 1)
             # Its SLO's row of the table names the base and every window.
-            (row,) = [line for line in SLO_DOC.splitlines() if line.startswith("|") and f"`{base}_rate" in line]
+            (row,) = [line for line in SLO_DOC.splitlines()
+                      if line.startswith("|") and f"`{base}_rate" in line]
             assert f"_rate{window}`" in row, name
 
 
@@ -189,7 +190,8 @@ def test_the_component_in_an_overlay(tmp_path: Path) -> None:
         assert (annotations["prometheus.io/scrape"], annotations["prometheus.io/port"]) == ("true", str(port))
         assert endpoint["path"] == annotations["prometheus.io/path"] == "/metrics"
     (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
-    assert {r.get("alert") for g in rule["spec"]["groups"] for r in g["rules"]} >= {a["alert"] for a in alerts()}
+    in_rule = {r.get("alert") for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert in_rule >= {a["alert"] for a in alerts()}
     boards = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("labels", {}).get(
         "grafana_dashboard") == "1"]
     assert len(boards) == len(DASHBOARDS) == 4
