@@ -50,6 +50,9 @@ class OperatorMetrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.queue_depth = Gauge("userland_operator_queue_depth", "Keys waiting in the work queue",
                                  registry=r)
+        self.last_reconcile = Gauge("userland_operator_last_reconcile_timestamp_seconds",
+                                    "When this process last finished a reconcile (Unix time; 0: never)",
+                                    registry=r)
         self.leader = Gauge("userland_operator_leader", "1 while this process holds the lease", registry=r)
         self.objects = Gauge("userland_operator_cached_objects", "Objects in the watch caches", ["kind"],
                              registry=r)
