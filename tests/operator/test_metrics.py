@@ -59,7 +59,8 @@ async def test_environments_by_phase_and_the_time_from_creation_to_ready(
         assert value(controller, "userland_environments", course=ns, template="vscode", phase="Ready") == 0
         starts = "userland_environment_start_seconds_count"
         assert value(controller, starts, course=ns, template="vscode") == 0
-        assert await cluster.make_pods_ready("userland.dev/user in (ann,bob)") == 2
+        # (Their Pods come a moment after their Deployments, from the replicaset controller.)
+        await eventually(lambda: _ready_pods(cluster, "userland.dev/user in (ann,bob)", 2))
         await eventually(lambda: value(controller, "userland_environments", course=ns, template="vscode",
                                        phase="Ready") == 2)
         assert value(controller, "userland_environments", course=ns, template="vscode", phase="Starting") == 1
@@ -75,6 +76,10 @@ async def test_environments_by_phase_and_the_time_from_creation_to_ready(
         await cluster.kube.delete(USERLANDS, ns, "vscode-ann")
         await eventually(lambda: value(controller, "userland_environments", course=ns, template="vscode",
                                        phase="Ready") == 1)
+
+
+async def _ready_pods(cluster: Cluster, selector: str, count: int) -> bool:
+    return await cluster.make_pods_ready(selector) == count
 
 
 async def _pod_status(kube: KubeClient, namespace: str, user: str, status: dict[str, Any]) -> bool:
@@ -157,7 +162,7 @@ async def test_sleeps_wakes_and_the_time_from_the_wake_request_to_ready(
     async with run_operator(clock=clock, start_timeout=None) as controller:
         ns = namespace
         await eventually(lambda: phase(cluster, "vscode-ann", "Starting"))
-        await cluster.make_pods_ready("userland.dev/user=ann")
+        await eventually(lambda: _ready_pods(cluster, "userland.dev/user=ann", 1))
         await eventually(lambda: phase(cluster, "vscode-ann", "Ready"))
         # An hour and a minute later (the operator's clock), it sleeps.
         clock.advance(3660)
@@ -174,7 +179,7 @@ async def test_sleeps_wakes_and_the_time_from_the_wake_request_to_ready(
         assert value(controller, "userland_wake_line_wait_seconds_count", course=ns) == 1
         # Her Pod takes 7 seconds (of the operator's clock) to become ready.
         clock.advance(7)
-        await eventually(lambda: cluster.make_pods_ready("userland.dev/user=ann"))
+        await eventually(lambda: _ready_pods(cluster, "userland.dev/user=ann", 1))
         await eventually(lambda: phase(cluster, "vscode-ann", "Ready"))
         await eventually(lambda: value(controller, "userland_environment_wake_seconds_count", course=ns,
                                        template="vscode") == 1)
