@@ -35,6 +35,7 @@ import pytest
 
 from tests.support import free_port
 from tests.support.make_run import HTML, browser, read_until_ready, sign_in
+from userland.platform import naming
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,11 +135,11 @@ async def make_class(kube: KubeClient) -> None:
     broken_pod["containers"][0]["command"] = ["no-such-ide"]  # installed nowhere: it cannot be had
     broken = {**demo, "displayName": "Broken", "routing": {"host": "broken.localhost"}, "podSpec": broken_pod}
     for name, spec, logins in (("lab", lab, STUDENTS), ("broken", broken, BROKEN)):
-        await kube.create(TEMPLATES, NAMESPACE, {"apiVersion": "userland.dev/v1alpha1", "kind": "Template",
+        await kube.create(TEMPLATES, NAMESPACE, {"apiVersion": naming.API_VERSION, "kind": "Template",
                                                  "metadata": {"name": name}, "spec": spec})
         for login in logins:
             await kube.create(USERLANDS, NAMESPACE, {
-                "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                "apiVersion": naming.API_VERSION, "kind": "Userland",
                 "metadata": {"name": f"{name}-{login}"}, "spec": {"user": login, "template": name}})
 
 

@@ -60,7 +60,7 @@ async def test_environments_by_phase_and_the_time_from_creation_to_ready(
         starts = "userland_environment_start_seconds_count"
         assert value(controller, starts, course=ns, template="vscode") == 0
         # (Their Pods come a moment after their Deployments, from the replicaset controller.)
-        await eventually(lambda: _ready_pods(cluster, "userland.dev/user in (ann,bob)", 2))
+        await eventually(lambda: _ready_pods(cluster, f"{naming.LABEL_USER} in (ann,bob)", 2))
         await eventually(lambda: value(controller, "userland_environments", course=ns, template="vscode",
                                        phase="Ready") == 2)
         assert value(controller, "userland_environments", course=ns, template="vscode", phase="Starting") == 1
@@ -123,7 +123,7 @@ async def test_failures_are_sorted_by_kind_and_counted_once(
             assert value(controller, "userland_environment_failures_total", course=ns, template="vscode",
                          reason=kind) == 1
         # Both recover: nothing fails any more, and the counters keep what happened.
-        assert await cluster.make_pods_ready("userland.dev/template=vscode") == 2
+        assert await cluster.make_pods_ready(f"{naming.LABEL_TEMPLATE}=vscode") == 2
         await eventually(lambda: value(controller, "userland_environments", course=ns, template="vscode",
                                        phase="Ready") == 2)
         assert not any(name == "userland_environments_failing" for name, _ in scrape(controller))
@@ -162,7 +162,7 @@ async def test_sleeps_wakes_and_the_time_from_the_wake_request_to_ready(
     async with run_operator(clock=clock, start_timeout=None) as controller:
         ns = namespace
         await eventually(lambda: phase(cluster, "vscode-ann", "Starting"))
-        await eventually(lambda: _ready_pods(cluster, "userland.dev/user=ann", 1))
+        await eventually(lambda: _ready_pods(cluster, f"{naming.LABEL_USER}=ann", 1))
         await eventually(lambda: phase(cluster, "vscode-ann", "Ready"))
         # An hour and a minute later (the operator's clock), it sleeps.
         clock.advance(3660)
@@ -179,7 +179,7 @@ async def test_sleeps_wakes_and_the_time_from_the_wake_request_to_ready(
         assert value(controller, "userland_wake_line_wait_seconds_count", course=ns) == 1
         # Her Pod takes 7 seconds (of the operator's clock) to become ready.
         clock.advance(7)
-        await eventually(lambda: _ready_pods(cluster, "userland.dev/user=ann", 1))
+        await eventually(lambda: _ready_pods(cluster, f"{naming.LABEL_USER}=ann", 1))
         await eventually(lambda: phase(cluster, "vscode-ann", "Ready"))
         await eventually(lambda: value(controller, "userland_environment_wake_seconds_count", course=ns,
                                        template="vscode") == 1)
