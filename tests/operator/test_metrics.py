@@ -10,11 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client import generate_latest
 
 from tests.operator.support import Cluster, OperatorRunner
 from tests.support import eventually
 from tests.support.clock import ManualClock
+from tests.support.metrics import Samples, parse
+from tests.support.metrics import value as sample
 from userland.operator.controller import Controller
 from userland.platform import naming
 from userland.platform.kube import PODS, USERLANDS, KubeClient, Resource
@@ -22,19 +24,13 @@ from userland.platform.kube import PODS, USERLANDS, KubeClient, Resource
 QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 
 
-def scrape(controller: Controller) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of the operator's /metrics text, by name and labels."""
-    from prometheus_client import generate_latest
-
-    found = {}
-    for family in text_string_to_metric_families(generate_latest(controller.metrics.registry).decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+def scrape(controller: Controller) -> Samples:
+    """The operator's /metrics text, as a scrape reads it."""
+    return parse(generate_latest(controller.metrics.registry).decode())
 
 
 def value(controller: Controller, name: str, **labels: str) -> float:
-    return scrape(controller).get((name, tuple(sorted(labels.items()))), 0.0)
+    return sample(scrape(controller), name, **labels)
 
 
 def stamp(moment: datetime) -> str:

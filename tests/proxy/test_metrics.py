@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from tests.support.metrics import Samples, parse
 from userland.proxy.metrics import GatewayMetrics
 
 
-def samples(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found = {}
-    for family in text_string_to_metric_families(metrics.render().decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+def samples(metrics: GatewayMetrics) -> Samples:
+    return parse(metrics.render().decode())
 
 
 def test_requests_by_class_and_the_latency_histogram() -> None:

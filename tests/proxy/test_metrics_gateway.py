@@ -18,9 +18,9 @@ import pytest
 import redis.asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import eventually
+from tests.support.metrics import Samples, parse, value
 from userland.auth.origin_sessions import OriginSessions
 from userland.local.controlplane import ControlPlane, free_port
 from userland.local.redisserver import redis_server
@@ -43,17 +43,12 @@ HTML = {"Accept": "text/html"}
 Gateway = TestClient[web.Request, web.Application]
 
 
-async def samples(internal: Gateway) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = await (await internal.get("/metrics")).text()
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+async def samples(internal: Gateway) -> Samples:
+    return parse(await (await internal.get("/metrics")).text())
 
 
-def get(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
-    return found.get((name, tuple(sorted({"worker": "0", **labels}.items()))), 0.0)
+def get(found: Samples, name: str, **labels: str) -> float:
+    return value(found, name, **{"worker": "0", **labels})
 
 
 async def test_refusals_by_kind_and_failures_apart_from_answers(
@@ -104,7 +99,7 @@ async def test_refusals_by_kind_and_failures_apart_from_answers(
                **platform) >= 1
     assert get(found, "userland_watch_healthy", resource="Service", **platform) == 1
     assert get(found, "userland_redis_command_duration_seconds_count", **platform) >= 1
-    assert get(found, "userland_gateway_redis_connected") == 1
+    await eventually(lambda: _redis_connected(internal, 1), timeout=20)
 
 
 async def test_an_environment_s_own_5xx_is_not_the_platform_s_failure(
@@ -138,11 +133,12 @@ async def test_redis_down(world: World, gateway_factory: GatewayFactory, interna
     with redis_server(tmp_path) as own_redis:
         gw = await gateway_factory(ns_redis_url=own_redis)
         internal = await internal_of(gw)
-        found = await samples(internal)
-        assert get(found, "userland_gateway_redis_connected") == 1
-        before = get(found, "userland_redis_errors_total", kind="connection", component="gateway")
+        # Up once its subscription is (a moment after the gateway starts).
+        await eventually(lambda: _redis_connected(internal, 1), timeout=20)
+        before = get(await samples(internal), "userland_redis_errors_total", kind="connection",
+                     component="gateway")
     # Redis stopped: the subscription notices within a second or two; lookups fail, closed.
-    await eventually(lambda: _redis_down(internal), timeout=20)
+    await eventually(lambda: _redis_connected(internal, 0), timeout=20)
     resp = await gw.get("/", headers={"Host": ALICE_HOST, "Cookie": "userland_origin=" + "x" * 43, **HTML})
     assert resp.status == 503
     found = await samples(internal)
@@ -150,8 +146,8 @@ async def test_redis_down(world: World, gateway_factory: GatewayFactory, interna
     assert get(found, "userland_gateway_failed_requests_total") == 1
 
 
-async def _redis_down(internal: Gateway) -> bool:
-    return get(await samples(internal), "userland_gateway_redis_connected") == 0
+async def _redis_connected(internal: Gateway, wanted: float) -> bool:
+    return get(await samples(internal), "userland_gateway_redis_connected") == wanted
 
 
 async def test_sessions_are_counted_in_redis(world: World, gateway_factory: GatewayFactory,
@@ -251,8 +247,5 @@ async def _samples_when(http: aiohttp.ClientSession, port: int, name: str, wante
     text = await _internal_text(http, port)
     if text is None:
         return None
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    found = parse(text)
     return found if wanted(get(found, name, **labels)) else None

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.support import eventually
+from tests.support.metrics import Samples, parse
+from tests.support.metrics import value as get
 from tests.web.pages.support import INSTRUCTOR, AppFactory, headers, make_course, make_template
 from userland.platform import naming
 from userland.platform.kube import USERLANDS, KubeClient
 from userland.web.app import create_internal_app
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 async def scrape(aiohttp_client: Any, app: Any) -> Any:
@@ -27,15 +25,7 @@ async def scrape(aiohttp_client: Any, app: Any) -> Any:
 async def samples(internal: Any) -> Samples:
     response = await internal.get("/metrics")
     assert response.status == 200
-    found = {}
-    for family in text_string_to_metric_families(await response.text()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
-
-
-def get(found: Samples, name: str, **labels: str) -> float:
-    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+    return parse(await response.text())
 
 
 async def test_pages_streams_and_actions_are_counted(kube: KubeClient, namespace: str, web_ui: AppFactory,
