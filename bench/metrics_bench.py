@@ -437,26 +437,28 @@ async def _until_counted(kube: Any, namespaces: list[str], students: int) -> Non
 
 
 async def series(args: argparse.Namespace) -> dict[str, Any]:
+    """Each class on a control plane and Redis of its own: nothing of one (its courses, whose
+    namespaces the web UI would watch; its Pods' load on the API server) reaches the next."""
     from userland.local.controlplane import ControlPlane, crd_files
     from userland.local.redisserver import redis_server
 
-    state = Path(tempfile.mkdtemp(prefix="userland-seriesbench-"))
-    plane = ControlPlane(state_dir=state / "k8s").start(crd_files())
     results = []
-    try:
-        with redis_server(state) as redis_url:
-            shapes = [(s, args.courses, args.templates) for s in args.students]
-            shapes.append((max(args.students), args.courses * 2, args.templates))
-            for students, courses, templates in shapes:
+    shapes = [(s, args.courses, args.templates) for s in args.students]
+    shapes.append((max(args.students), args.courses * 2, args.templates))
+    for students, courses, templates in shapes:
+        state = Path(tempfile.mkdtemp(prefix="userland-seriesbench-"))
+        plane = ControlPlane(state_dir=state / "k8s").start(crd_files())
+        try:
+            with redis_server(state) as redis_url:
                 result = await one_class(plane, redis_url, state, students, courses, templates)
-                results.append(result)
-                print(
-                    f"{students:5} students, {courses} courses x {templates} Templates: "
-                    f"{result['series']} = {result['total']} series",
-                    flush=True,
-                )
-    finally:
-        plane.stop()
+        finally:
+            plane.stop()
+        results.append(result)
+        print(
+            f"{students:5} students, {courses} courses x {templates} Templates: "
+            f"{result['series']} = {result['total']} series",
+            flush=True,
+        )
     return {"classes": results, "load": os.getloadavg()}
 
 

@@ -21,8 +21,6 @@ import asyncio
 import json
 import os
 import re
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,7 +32,7 @@ import aiohttp
 import pytest
 
 from tests.support import free_port
-from tests.support.make_run import HTML, browser, read_until_ready, sign_in
+from tests.support.make_run import HTML, browser, sign_in, userland_local
 from userland.platform import naming
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
 
@@ -60,27 +58,12 @@ async def platform(tmp_path: Path) -> AsyncIterator[Platform]:
     state_dir = tmp_path / "state"
     no_apps = tmp_path / "no-apps"
     no_apps.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("USERLAND_GITHUB")}
-    env["USERLAND_APPS_BIN"] = str(no_apps)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
-        "--state-dir", str(state_dir), "--prometheus", "--prometheus-interval", "1",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
-    lines: list[str] = []
-    try:
-        await asyncio.wait_for(read_until_ready(process, lines), 180)
-        banner = "".join(lines)
+    env = {**os.environ, "USERLAND_APPS_BIN": str(no_apps)}
+    async with userland_local(port, state_dir, "--prometheus", "--prometheus-interval", "1", env=env,
+                              ready_within=180) as banner:
         found = re.search(r"Prometheus  (http://127\.0\.0\.1:\d+)/", banner)
         assert found, banner
         yield Platform(port, state_dir, found.group(1), banner)
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(process.wait(), 60)
-            except TimeoutError:
-                os.killpg(process.pid, signal.SIGKILL)
-                raise
 
 
 class Prometheus:
