@@ -209,8 +209,8 @@ async def one_class(
                 {
                     "metadata": {
                         "name": ns,
-                        "labels": {"userland.dev/course": "true"},
-                        "annotations": {"userland.dev/instructors": "teacher"},
+                        "labels": {naming.LABEL_COURSE: "true"},
+                        "annotations": {naming.ANNOTATION_INSTRUCTORS: "teacher"},
                     }
                 },
             )

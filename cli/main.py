@@ -13,10 +13,11 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+from userland.auth.dev_login import refusal as dev_login_refusal
 from userland.operator.status import DEFAULT_START_TIMEOUT
 from userland.platform.kubeconfig import KubeConfigError, cluster_access
 from userland.platform.logs import setup_logging
-from userland.platform.settings import Settings, SettingsError, dev_login_refusal
+from userland.platform.settings import Settings, SettingsError
 
 log = logging.getLogger("userland.cli")
 

@@ -48,8 +48,10 @@ from userland.local.users import UserError, environment_user
 from userland.platform import naming
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.logs import JsonFormatter
+from userland.platform.settings import env_name, environment
 
 log = logging.getLogger(__name__)
+GITHUB_ID, GITHUB_SECRET = env_name("github_client_id"), env_name("github_client_secret")
 
 READY_TIMEOUT = 60.0
 # While starting, a child that stops this many times in a row is an error (a setting it refuses,
@@ -92,8 +94,7 @@ class LocalOptions:
 
     @property
     def github(self) -> bool:
-        env = self.env
-        return bool(env.get("USERLAND_GITHUB_CLIENT_ID") and env.get("USERLAND_GITHUB_CLIENT_SECRET"))
+        return bool(self.env.get(GITHUB_ID) and self.env.get(GITHUB_SECRET))
 
 
 def default_state_dir() -> Path:
@@ -134,8 +135,8 @@ def preflight(options: LocalOptions) -> None:
     if options.prometheus and shutil.which("prometheus") is None:
         raise SetupError("prometheus is not installed: run `make deps` (or apt-get install prometheus)")
     env = options.env
-    if bool(env.get("USERLAND_GITHUB_CLIENT_ID")) != bool(env.get("USERLAND_GITHUB_CLIENT_SECRET")):
-        raise SetupError("set both USERLAND_GITHUB_CLIENT_ID and USERLAND_GITHUB_CLIENT_SECRET, or neither "
+    if bool(env.get(GITHUB_ID)) != bool(env.get(GITHUB_SECRET)):
+        raise SetupError(f"set both {GITHUB_ID} and {GITHUB_SECRET}, or neither "
                          "(then the development login is used)")
 
 
@@ -227,10 +228,9 @@ class LocalSetup:
         log.warning("timed out waiting", extra={"for": what, "seconds": timeout})
         return False
 
-    def _child_env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in self.options.env.items()}
-        env.update(extra)
-        return env
+    def _child_env(self, **settings: object) -> dict[str, str]:
+        """This process's environment with `settings` (Settings' field names) on top."""
+        return {**self.options.env, **environment(**settings)}
 
     # -- the steps
 
@@ -296,9 +296,9 @@ class LocalSetup:
             # A fixed identity takes its own Lease back at once after a restart.
             "--identity", "userland-local", "--workers", "4",
         ), self.options.log_dir, self._child_env(
-            USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE,
+            namespaces=(examples.NAMESPACE,), lease_namespace=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
-            USERLAND_PUBLIC_URL=self.options.public_url)))
+            public_url=self.options.public_url)))
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
@@ -306,30 +306,23 @@ class LocalSetup:
         self.supervisor.add("web", lambda: spawn("web", userland_command(
             "web", "--kubeconfig", str(self.options.kubeconfig), "--listen", f"127.0.0.1:{self.web_port}",
         ), self.options.log_dir, self._child_env(
-            USERLAND_REDIS_URL=redis_url, USERLAND_PUBLIC_URL=self.options.public_url,
-            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false",
-            USERLAND_INTERNAL_LISTEN=f"127.0.0.1:{self.web_internal_port}")))
+            redis_url=redis_url, public_url=self.options.public_url,
+            identity_secret=self.identity_secret, cookie_secure=False,
+            internal_listen=f"127.0.0.1:{self.web_internal_port}")))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
         self.gateway_internal_port = free_port()
-        extra = {
-            # The platform's own host is the web UI.
-            "USERLAND_WEB_URL": f"http://127.0.0.1:{self.web_port}",
-            "USERLAND_ADMINS": examples.ADMIN,
-            "USERLAND_NAMESPACES": examples.NAMESPACE,
-            "USERLAND_REDIS_URL": redis_url,
-            "USERLAND_PUBLIC_URL": options.public_url,
-            "USERLAND_IDENTITY_SECRET": self.identity_secret,
-            "USERLAND_UPSTREAM_MODE": "local",
-            "USERLAND_COOKIE_SECURE": "false",
-            "USERLAND_DEV_LOGIN": "false" if options.github else "true",
-            "USERLAND_INTERNAL_LISTEN": f"127.0.0.1:{self.gateway_internal_port}",
-        }
+        env = self._child_env(
+            web_url=f"http://127.0.0.1:{self.web_port}",  # the platform's own host is the web UI
+            admins=(examples.ADMIN,), namespaces=(examples.NAMESPACE,), redis_url=redis_url,
+            public_url=options.public_url, identity_secret=self.identity_secret, upstream_mode="local",
+            cookie_secure=False, dev_login=not options.github,
+            internal_listen=f"127.0.0.1:{self.gateway_internal_port}")
         self.supervisor.add("gateway", lambda: spawn("gateway", userland_command(
             "gateway", "--kubeconfig", str(options.kubeconfig), "--listen", f"127.0.0.1:{options.port}",
             "--grace", "2",
-        ), options.log_dir, self._child_env(**extra)))
+        ), options.log_dir, env))
 
     async def serve_runner_metrics(self, runner: LocalRunner) -> None:
         self.metrics_runner = web.AppRunner(metrics_app(runner), access_log=None, handle_signals=False)

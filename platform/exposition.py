@@ -24,7 +24,7 @@ from userland.platform.telemetry import REDIS_ERROR_KINDS, PlainHistogram, Redis
 # prometheus_client adds a `_created` series (the start time) beside every counter and histogram
 # by default: twice the series for nothing the dashboards or rules read (Prometheus' own
 # `resets` and `rate` handle restarts). Off for the whole process, every component imports this.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def histogram_family(name: str, documentation: str, series: Iterable[tuple[list[str], PlainHistogram]],

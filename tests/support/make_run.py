@@ -91,8 +91,8 @@ async def userland_local(port: int, state_dir: Path, *args: str, env: Mapping[st
                    if not k.startswith("USERLAND_GITHUB")}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
-        "--state-dir", str(state_dir), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=environment,
-        start_new_session=True)
+        "--state-dir", str(state_dir), *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, env=environment, start_new_session=True)
     lines: list[str] = []
     try:
         await asyncio.wait_for(read_until_ready(process, lines), ready_within)
