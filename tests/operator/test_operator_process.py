@@ -111,7 +111,7 @@ async def test_two_operators_one_leader_and_takeover_after_a_crash(
     async def counted() -> bool:
         return starting in (await leader.get("/metrics"))[1]
 
-    await eventually(counted, timeout=20)  # once its status (Starting) came back through the watch
+    await eventually(counted, timeout=60)  # once its status (Starting) came back through the watch
     _, standby_metrics = await standby.get("/metrics")
     assert "userland_operator_leader 0.0" in standby_metrics
     assert "userland_environments{" not in standby_metrics
