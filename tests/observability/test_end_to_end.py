@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -244,6 +245,8 @@ async def test_prometheus_sees_a_class_sign_in_sleep_wake_and_fail_an_image(plat
         assert "UserlandOperatorNotReconciling" not in {name for name, _ in alerts}
 
         await check_every_dashboard_query(prom)
+        await check_every_metric_is_documented(prom)
+        await check_promtool_lints_every_page(http, platform.banner)
 
 
 async def _targets_up(prom: Prometheus) -> set[str] | None:
@@ -292,3 +295,29 @@ async def check_every_dashboard_query(prom: Prometheus) -> None:
                 if not await prom.query(expr):  # a query that does not parse fails inside query()
                     empty.append(f"{board['uid']}: {panel['title']}: {expr}")
     assert checked >= 60 and not empty, "\n".join(empty)
+
+
+async def check_every_metric_is_documented(prom: Prometheus) -> None:
+    """What the running platform exports is exactly what docs/metrics.md lists (recording rules
+    and the control plane's own metrics aside)."""
+    async with prom.http.get(f"{prom.url}/api/v1/label/__name__/values") as response:
+        names = (await response.json())["data"]
+    exported = {re.sub(r"_(bucket|sum|count|total)$", "", n) for n in names if n.startswith("userland_")}
+    documented = {re.sub(r"_total$", "", n) for n in re.findall(
+        r"^\| `(userland_[a-z_]+)` \|", (REPO / "docs" / "metrics.md").read_text(), re.MULTILINE)}
+    # Only an error's own series can be missing: this class's reconciles did not fail.
+    assert exported <= documented, sorted(exported - documented)
+    assert documented - exported <= {"userland_operator_reconcile_errors"}, sorted(documented - exported)
+
+
+async def check_promtool_lints_every_page(http: aiohttp.ClientSession, banner: str) -> None:
+    """`promtool check metrics` (Prometheus' naming rules) finds nothing in any component's page."""
+    pages = re.findall(r"(http://127\.0\.0\.1:\d+/metrics)", banner)
+    assert len(pages) == 4, banner
+    for url in pages:
+        async with http.get(url) as response:
+            text = await response.text()
+        result = await asyncio.to_thread(subprocess.run, ["promtool", "check", "metrics"], input=text,
+                                         capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), (
+            url, result.stdout, result.stderr)
