@@ -60,6 +60,8 @@ async def test_a_watch_from_an_expired_version_relists_and_loses_nothing(
     try:
         await asyncio.wait_for(informer.wait_synced(), 20)
         assert informer.relists == 1
+        # Counted for /metrics: the expired watch, and the relist it took.
+        assert informer.watch_stats.restarts["expired"] == 1 and informer.watch_stats.relists == 1
         names = {name for (_, name) in informer.object_keys()}
         assert {f"cm-{j}" for j in range(150)} <= names
         # Watching resumed after the relist: a new object still arrives.
