@@ -39,7 +39,8 @@ def test_creation_to_ready_counts_from_the_creation_time() -> None:
     life.seen(KEY, "vscode", None, status("Starting"), created=created, decision=None, now=clock.now)
     assert life.longest_waits() == {"cs101": 4.0}
     clock.advance(6)
-    life.seen(KEY, "vscode", status("Starting"), status("Ready"), created=created, decision=None, now=clock.now)
+    life.seen(KEY, "vscode", status("Starting"), status("Ready"), created=created, decision=None,
+              now=clock.now)
     assert figures(metrics, "userland_environment_start_seconds_count") == 1
     assert figures(metrics, "userland_environment_start_seconds_sum") == 10
     assert life.longest_waits() == {}
@@ -82,7 +83,8 @@ def test_waits_that_are_not_timed_and_waits_that_end_untimed() -> None:
     # Suspended while starting: nobody waits any more.
     other = ("cs101", "vscode-bob")
     life.seen(other, "vscode", None, status("Starting"), created=T0, decision=None, now=clock.now)
-    life.seen(other, "vscode", status("Starting"), status("Suspended"), created=T0, decision=None, now=clock.now)
+    life.seen(other, "vscode", status("Starting"), status("Suspended"), created=T0, decision=None,
+              now=clock.now)
     assert life.longest_waits() == {}
     # A sleep is counted when it happens, not each time an asleep environment is looked at.
     life.seen(KEY, "vscode", status("Ready"), status("Idle"), created=None, decision=None, now=clock.now)
