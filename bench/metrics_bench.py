@@ -120,6 +120,11 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 wrk(port, 2, args.connections, headers)  # warm-up
             runs: dict[str, list[float]] = {"on": [], "off": []}
+            # CPU per request (its process's user + system time over the requests it answered):
+            # what the metrics cost in the gateway itself, much less moved by a busy machine
+            # than requests/s.
+            cpu_us: dict[str, list[float]] = {"on": [], "off": []}
+            by_name = {proc.name.removeprefix("gw-metrics-"): proc for proc in procs}
             scrapes = 0
             for round_ in range(args.rounds):
                 for name in ("off", "on") if round_ % 2 == 0 else ("on", "off"):
@@ -127,23 +132,35 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
                     scraper = (
                         asyncio.create_task(scrape_every(ports["on"][1], 5.0, stop)) if name == "on" else None
                     )
+                    cpu_before = by_name[name].cpu_seconds()
                     result, out = await asyncio.to_thread(
                         wrk, ports[name][0], args.seconds, args.connections, headers
                     )
+                    answered = result["rps"] * args.seconds
+                    cpu_us[name].append((by_name[name].cpu_seconds() - cpu_before) / max(answered, 1) * 1e6)
                     stop.set()
                     if scraper is not None:
                         scrapes += await scraper
                     if result["non_2xx"] or result["socket_errors"]:
                         print(out)
                     runs[name].append(result["rps"])
-                    print(f"round {round_ + 1} metrics {name:3} {result['rps']:8.0f} req/s", flush=True)
+                    print(
+                        f"round {round_ + 1} metrics {name:3} {result['rps']:8.0f} req/s "
+                        f"{cpu_us[name][-1]:6.1f} us CPU/request",
+                        flush=True,
+                    )
             async with (
                 aiohttp.ClientSession() as http,
                 http.get(f"http://127.0.0.1:{ports['on'][1]}/metrics") as response,
             ):
                 on_page = await response.text()
             medians = {k: statistics.median(v) for k, v in runs.items()}
+            cpu = {k: statistics.median(v) for k, v in cpu_us.items()}
             return {
+                "cpu_us_per_request": cpu_us,
+                "median_cpu_us": cpu,
+                # Requests one core answers with metrics on, as a share of off: off's CPU / on's.
+                "cpu_ratio_on_off": cpu["off"] / cpu["on"],
                 "rps": runs,
                 "median_rps": medians,
                 "ratio_on_off": medians["on"] / medians["off"],
@@ -478,6 +495,7 @@ def main() -> None:
     if args.what == "throughput":
         results["throughput"] = asyncio.run(throughput(args))
         t = results["throughput"]
+        print(f"CPU per request off/on: {t['cpu_ratio_on_off']:.3f}x ({t['median_cpu_us']} us)")
         print(
             f"metrics on/off: {t['ratio_on_off']:.3f}x ({t['median_rps']}); round by round "
             f"{min(t['ratios_round_by_round']):.3f}-{max(t['ratios_round_by_round']):.3f}"
