@@ -150,7 +150,14 @@ def _error_for(status: int, body: bytes) -> KubeError:
 
 
 class KubeClient:
-    """JSON requests to the API server over one pooled connection set.
+    """JSON requests to the API server over one pooled connection set, and watches over
+    connections of their own.
+
+    A watch holds its connection for minutes: watches drawn from the requests' bounded pool took
+    it over once there were as many as the pool (the operator watches 7 kinds per namespace:
+    at 8 namespaces its lists and writes waited for a connection until they timed out). So
+    watches have their own, unbounded connector (one connection each, as many as there are
+    watches), and `pool_size` bounds only concurrent requests.
 
     `writes` counts mutating requests by verb and kind, for benchmarks and tests; `stats` counts
     every request by verb, kind and answer, with its latency (platform/telemetry.py), for the
@@ -162,6 +169,10 @@ class KubeClient:
         self._authorization = access.authorization
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=pool_size, ssl=access.ssl_context),
+            read_bufsize=2**21,
+        )
+        self._watch_session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ssl=access.ssl_context),
             # Watch lines can hold large objects (etcd allows 1.5 MiB).
             read_bufsize=2**21,
         )
@@ -174,6 +185,7 @@ class KubeClient:
 
     async def close(self) -> None:
         await self._session.close()
+        await self._watch_session.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -332,7 +344,7 @@ class KubeClient:
         url = self._host + resource.path(namespace) + "?" + urlencode(query)
         answered = False
         try:
-            async with self._session.get(
+            async with self._watch_session.get(
                 url,
                 headers=await self._headers(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=quiet),

@@ -78,3 +78,25 @@ async def test_watches_are_counted_when_they_start_and_end(kube: KubeClient, nam
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_watches_never_take_the_connections_requests_need(control_plane: object,
+                                                                namespace: str) -> None:
+    """More watches than the request pool has connections: lists and writes still go through (the
+    operator watches 7 kinds per namespace; at 8 namespaces they had taken its whole pool and
+    every list waited for a connection until it timed out)."""
+    access = await cluster_access(str(control_plane.kubeconfig))  # type: ignore[attr-defined]
+    async with KubeClient(access, pool_size=2) as kube:
+        informers = [Informer(kube, CONFIGMAPS, [namespace], watch_timeout=60) for _ in range(4)]
+        tasks = [asyncio.create_task(i.run()) for i in informers]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(i.wait_synced() for i in informers)), 20)
+            await eventually(lambda: kube.stats.requests[("watch", "ConfigMap", "200")] == 4, timeout=20)
+            # Four watches hold four connections; the two of the pool are free for requests.
+            await asyncio.wait_for(kube.create(CONFIGMAPS, namespace, _configmap("while-watched")), 10)
+            assert len((await asyncio.wait_for(kube.list(CONFIGMAPS, namespace), 10))["items"]) == 1
+            await eventually(lambda: all(i.get(namespace, "while-watched") for i in informers), timeout=20)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
