@@ -395,9 +395,9 @@ async def one_class(
             "templates": templates,
             "series": totals,
             "total": sum(totals.values()),
-            "largest_families": {
-                name: dict(sorted(counts.items(), key=lambda kv: -kv[1])[:6])
-                for name, counts in pages.items()
+            # Every family's series, largest first: what grows with what.
+            "families": {
+                name: dict(sorted(counts.items(), key=lambda kv: -kv[1])) for name, counts in pages.items()
             },
         }
 
