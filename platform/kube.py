@@ -157,18 +157,22 @@ class KubeClient:
     it over once there were as many as the pool (the operator watches 7 kinds per namespace:
     at 8 namespaces its lists and writes waited for a connection until they timed out). So
     watches have their own, unbounded connector (one connection each, as many as there are
-    watches), and `pool_size` bounds only concurrent requests.
+    watches), and `pool_size` bounds only concurrent requests. An idle pooled connection is kept
+    `keepalive_timeout` seconds (aiohttp's 15 by default): less than an informer's stall bound
+    (75 s), so a relist after a stall never goes out over a connection that sat idle through it.
 
     `writes` counts mutating requests by verb and kind, for benchmarks and tests; `stats` counts
     every request by verb, kind and answer, with its latency (platform/telemetry.py), for the
     components' /metrics.
     """
 
-    def __init__(self, access: ClusterAccess, *, pool_size: int = 64) -> None:
+    def __init__(self, access: ClusterAccess, *, pool_size: int = 64,
+                 keepalive_timeout: float = 15.0) -> None:
         self._host = access.host
         self._authorization = access.authorization
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=pool_size, ssl=access.ssl_context),
+            connector=aiohttp.TCPConnector(limit=pool_size, ssl=access.ssl_context,
+                                           keepalive_timeout=keepalive_timeout),
             read_bufsize=2**21,
         )
         self._watch_session = aiohttp.ClientSession(
