@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from tests.support import free_port
+from tests.support import eventually, free_port
 from tests.support.make_run import HTML, browser, sign_in, userland_local
 from userland.platform import naming
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
@@ -103,15 +103,6 @@ async def phases(kube: KubeClient) -> dict[str, str]:
     return {u["metadata"]["name"]: str((u.get("status") or {}).get("phase") or "") for u in items}
 
 
-async def until(check: Any, what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := await check():
-            return result
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
-
-
 async def make_class(kube: KubeClient) -> None:
     demo = (await kube.get(TEMPLATES, NAMESPACE, "demo"))["spec"]
     lab = {**demo, "displayName": "Lab", "routing": {"host": "lab.localhost"}, "idleTimeout": f"{IDLE}s"}
@@ -164,12 +155,13 @@ async def test_prometheus_sees_a_class_sign_in_sleep_wake_and_fail_an_image(plat
             aiohttp.ClientSession() as http:
         prom = Prometheus(platform.prometheus, http)
         # Every part of the platform is scraped, the control plane included.
-        targets = await until(lambda: _targets_up(prom), "every target up", 60)
+        targets = await eventually(lambda: _targets_up(prom), timeout=60, interval=0.5)
         assert targets == {"kube-apiserver", "etcd", "userland-operator", "userland-gateway", "userland-web",
                            "userland-runner"}
         await make_class(kube)
-        await until(lambda: _all(kube, [f"lab-{s}" for s in STUDENTS], "Ready"), "the class ready", 90)
-        await until(lambda: _all(kube, [f"broken-{s}" for s in BROKEN], "Failed"), "broken failed", 90)
+        class_names, broken_names = [f"lab-{s}" for s in STUDENTS], [f"broken-{s}" for s in BROKEN]
+        await eventually(lambda: _all(kube, class_names, "Ready"), timeout=90, interval=0.5)
+        await eventually(lambda: _all(kube, broken_names, "Failed"), timeout=90, interval=0.5)
 
         sessions = {login: browser() for login in STUDENTS}
         teacher = browser()
@@ -178,8 +170,7 @@ async def test_prometheus_sees_a_class_sign_in_sleep_wake_and_fail_an_image(plat
                 page = await sign_in(student, port, login, origin(login, port) + "/")
                 assert page.status == 200 and page.url.host == f"{login}.lab.localhost", await page.text()
             # Nobody uses them now: after the idle timeout, all four sleep.
-            await until(lambda: _all(kube, [f"lab-{s}" for s in STUDENTS], "Idle"), "the class asleep",
-                        IDLE + 60)
+            await eventually(lambda: _all(kube, class_names, "Idle"), timeout=IDLE + 60, interval=0.5)
             lab = '{course="classroom",template="lab"}'
             await prom.until(f"sum(userland_environment_sleeps_total{lab})", 4)
             await prom.until('sum(userland_environments{course="classroom",template="lab",phase="Idle"})', 4)
@@ -190,8 +181,8 @@ async def test_prometheus_sees_a_class_sign_in_sleep_wake_and_fail_an_image(plat
                     assert page.status == 200 and "Waking up" in await page.text()
             await teacher_starts(teacher, port, "lab-s4")
             for login in STUDENTS:
-                await until(lambda login=login: open_environment(sessions[login], login, port),
-                            f"{login}'s environment answering", 60)
+                await eventually(lambda login=login: open_environment(sessions[login], login, port),
+                                 timeout=60, interval=0.5)
         finally:
             for client in (*sessions.values(), teacher):
                 await client.close()
@@ -238,9 +229,9 @@ async def test_prometheus_sees_a_class_sign_in_sleep_wake_and_fail_an_image(plat
         assert (await prom.value("sum(apiserver_request_total)") or 0) > 0
 
         # The expected alerts go pending (their `for` runs longer than this test).
-        alerts = await until(lambda: _alerts(prom, {("UserlandTemplateImageUnavailable", "broken"),
-                                                    ("UserlandCourseEnvironmentsFailing", "")}),
-                             "the alerts pending", 60)
+        alerts = await eventually(lambda: _alerts(prom, {("UserlandTemplateImageUnavailable", "broken"),
+                                                         ("UserlandCourseEnvironmentsFailing", "")}),
+                                  timeout=60, interval=0.5)
         assert alerts[("UserlandTemplateImageUnavailable", "broken")] in ("pending", "firing")
         assert "UserlandOperatorNotReconciling" not in {name for name, _ in alerts}
 
