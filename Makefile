@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make run    start the platform locally (control plane, operator, gateway; Ctrl-C stops all;"
-	@echo "            PORT=8100 for another port than 8000)"
+	@echo "            PORT=8100 for another port than 8000; PROMETHEUS=1 with a Prometheus)"
 	@echo "make test   install what the tests need (once), lint, run the whole suite"
 	@echo "make test-cluster   deploy/ on a real single-node Kubernetes (root; builds what is missing)"
 	@echo "make bench  run the benchmarks (by hand; figures go in the README)"
@@ -67,9 +67,10 @@ test-fast: venv
 	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
 # `make run PORT=8100` serves on another port (default 8000); `make run SKIP_APPS=1` does not
-# install the real apps (their Templates then say they are not installed).
+# install the real apps (their Templates then say they are not installed); `make run
+# PROMETHEUS=1` also starts a Prometheus scraping every part, with the alert rules.
 run: deps venv control-plane $(if $(SKIP_APPS),,local-apps)
-	$(VENV)/bin/userland local$(if $(PORT), --port $(PORT))
+	$(VENV)/bin/userland local$(if $(PORT), --port $(PORT))$(if $(PROMETHEUS), --prometheus)
 
 bench: deps venv control-plane
 	bash bench/setup.sh

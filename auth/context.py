@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.exceptions
 from aiohttp import web
@@ -55,6 +56,10 @@ class AuthContext:
     # The gateway's session lookup (its cache, negative cache and anonymous share: proxy/
     # session_cache.py), so that the auth routes look sessions up the way every request does.
     session_lookup: SessionLookup | None = None
+    # What the auth routes did, for the gateway's /metrics (plain counts: auth has no Prometheus):
+    # sign-ins by outcome, and refusals by reason (proxy/metrics.py REFUSALS).
+    sign_ins: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
     # Help grants (platform/grants.py), and the courses (namespaces) whose Templates a host
     # serves (the gateway's routing table): a member of staff's handoff to a student's origin.
     grants: GrantStore | None = None
@@ -163,6 +168,7 @@ def fail_closed(handler: Handler) -> Handler:
             return await handler(request)
         except SessionStoreBusy:
             log.info("session store busy", extra={"event": "store.busy", "path": request.path})
+            auth_context(request).refusals["busy"] += 1
             return pages.busy_page()
         except SessionStoreUnavailable as exc:
             log.warning("session store unavailable", extra={"path": request.path, "error": str(exc)})

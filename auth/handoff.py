@@ -87,6 +87,7 @@ async def handoff(request: web.Request) -> web.StreamResponse:
     try:
         code = await auth.origin_sessions.issue_code(cookie_id, own, next_path, grant=grant_id)
     except TooManyHandoffs:
+        auth.refusals["handoff_rate"] += 1
         log.info("handoff refused: too many codes", extra={"event": "handoff.rate_limited",
                                                            "login": login})
         response = pages.error_page(429, "Too many sign-ins",

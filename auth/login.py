@@ -21,7 +21,7 @@ from userland.auth.context import AuthContext, auth_context, fail_closed, redire
 from userland.auth.github import GitHubOAuth, GitHubUnavailable, OAuthRejected
 from userland.auth.oauth_state import StateMismatch
 from userland.platform import naming
-from userland.platform.sessions import Role, Session
+from userland.platform.sessions import Role, Session, SessionStoreBusy, SessionStoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,11 @@ def _github(auth: AuthContext) -> GitHubOAuth:
 @fail_closed
 async def callback(request: web.Request) -> web.StreamResponse:
     auth = auth_context(request)
-    response = await _callback(request, auth)
+    try:
+        response = await _callback(request, auth)
+    except (SessionStoreUnavailable, SessionStoreBusy):
+        auth.sign_ins["unavailable"] += 1  # Redis: fail_closed answers the page
+        raise
     auth.delete_nonce_cookie(response)
     return response
 
@@ -76,22 +80,26 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
     if "error" in query:
         error = query.get("error", "")[:100]
         log.info("login refused by provider", extra={"event": "login.provider_error", "error": error})
+        auth.sign_ins["cancelled"] += 1
         message = ("You did not allow this site to use your GitHub account."
                    if error == "access_denied" else f"GitHub did not sign you in ({error}).")
         return pages.error_page(400, "Sign-in cancelled", message, retry_url=_retry_url())
     state = query.get("state")
     if not state:
+        auth.sign_ins["cancelled"] += 1
         return pages.error_page(400, "Sign-in failed", "The sign-in answer had no state.",
                                 retry_url=_retry_url())
     try:
         pending = await auth.states.finish(state, auth.nonce_cookie(request))
     except StateMismatch as exc:
         log.info("login state refused", extra={"event": "login.state_refused", "reason": str(exc)})
+        auth.sign_ins["expired"] += 1
         return pages.error_page(403, "Sign-in link expired",
                                 "This sign-in link has expired, was already used, or was started "
                                 "in another browser. Please sign in again.", retry_url=_retry_url())
     code = query.get("code")
     if not code:
+        auth.sign_ins["cancelled"] += 1
         return pages.error_page(400, "Sign-in failed", "The sign-in answer had no code.",
                                 retry_url=_retry_url(pending.next_url))
     github = _github(auth)
@@ -104,11 +112,13 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
         teams = await github.teams(token) if roles.needs_teams(settings) else frozenset()
     except OAuthRejected as exc:
         log.info("code exchange refused", extra={"event": "login.code_refused", "error": exc.error[:100]})
+        auth.sign_ins["code_refused"] += 1
         return pages.error_page(400, "Sign-in failed",
                                 "GitHub did not accept this sign-in (it may have expired). Please try again.",
                                 retry_url=_retry_url(pending.next_url))
     except GitHubUnavailable as exc:
         log.warning("github unavailable", extra={"event": "login.github_unavailable", "error": str(exc)})
+        auth.sign_ins["github_unavailable"] += 1
         return pages.error_page(502, "GitHub is not answering",
                                 "We could not reach GitHub to sign you in. Please try again shortly.",
                                 retry_url=_retry_url(pending.next_url))
@@ -116,11 +126,13 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
         login_name = naming.normalize_login(user.login)
     except naming.InvalidName:
         log.warning("github returned an invalid login", extra={"event": "login.invalid_login"})
+        auth.sign_ins["invalid_login"] += 1
         return pages.error_page(502, "Sign-in failed", "GitHub returned an account name we cannot use.")
     member = roles.Membership(login=login_name, orgs=orgs, teams=teams)
     if not roles.is_allowed(member, settings):
         log.info("login refused: not in an allowed org",
                  extra={"event": "login.not_allowed", "login": login_name, "github_id": user.id})
+        auth.sign_ins["not_allowed"] += 1
         return pages.error_page(
             403, "Not allowed here",
             f"The GitHub account {login_name} is not a member of an organization allowed to use "
@@ -137,6 +149,7 @@ async def complete_login(request: web.Request, auth: AuthContext, *, login: str,
     if not await auth.bindings.bind(login, github_id):
         log.warning("login refused: name bound to another account",
                     extra={"event": "login.binding_refused", "login": login, "github_id": github_id})
+        auth.sign_ins["binding_refused"] += 1
         return pages.error_page(
             403, "This name belongs to another account",
             f"The name {login} was first used here by a different GitHub account (GitHub names "
@@ -148,6 +161,7 @@ async def complete_login(request: web.Request, auth: AuthContext, *, login: str,
                       created=time.time(), name=name, avatar_url=avatar_url,
                       teams=tuple(sorted(teams)))
     cookie_id = await auth.store.save(session)
+    auth.sign_ins["succeeded"] += 1
     log.info("login succeeded", extra={"event": "login.succeeded", "login": login, "role": role,
                                        "github_id": github_id})
     response = redirect(auth.safe_next(next_url))

@@ -49,10 +49,12 @@ def rate_limited(handler: Handler) -> Handler:
         try:
             allowed = await request.config_dict[LOGIN_RATE].allow(address)
         except SessionStoreBusy:
+            request.config_dict[AUTH].refusals["busy"] += 1
             return busy_page()
         except SessionStoreUnavailable:
             return unavailable_page()
         if not allowed:
+            request.config_dict[AUTH].refusals["login_rate"] += 1
             log.info("login start refused: rate limit", extra={"event": "login.rate_limited",
                                                                "client": address})
             return _too_many_logins()

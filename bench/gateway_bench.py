@@ -289,14 +289,15 @@ def start_chp(upstream: str, state: Path) -> tuple[Proc, int]:
 
 
 def start_gateway(workers: int, env: dict[str, str], kubeconfig: Path, state: Path,
-                  log_level: str) -> tuple[Proc, int, int]:
-    """The gateway, its public port and its internal one (/healthz, /metrics)."""
+                  log_level: str, extra: tuple[str, ...] = ()) -> tuple[Proc, int, int]:
+    """The gateway, its public port and its internal one (/healthz, /metrics); `extra`: more of
+    its command line (`--no-metrics`)."""
     port, internal = free_port(), free_port()
-    log = state / f"gateway-{workers}.log"
+    log = state / f"gateway-{workers}{'-'.join(('', *extra)).replace('--', '')}.log"
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "userland"), "--log-level", log_level, "gateway",
          "--listen", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
-         "--workers", str(workers), "--grace", "2"],
+         "--workers", str(workers), "--grace", "2", *extra],
         stdout=log.open("wb"), stderr=subprocess.STDOUT,
         env={**env, "USERLAND_INTERNAL_LISTEN": f"127.0.0.1:{internal}"})
     return Proc(f"gw{workers}", proc, log), port, internal

@@ -142,7 +142,7 @@ def start_web(plane: ControlPlane, port: int, log: Path, redis_url: str) -> subp
     """The real `userland web` process (its RSS is what is measured). The dashboard reads its
     help card (requests for help, grants) from Redis: a real one, empty."""
     env = {**os.environ, "USERLAND_IDENTITY_SECRET": SECRET, "USERLAND_PUBLIC_URL": PUBLIC,
-           "USERLAND_REDIS_URL": redis_url}
+           "USERLAND_REDIS_URL": redis_url, "USERLAND_INTERNAL_LISTEN": "127.0.0.1:0"}
     with log.open("wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "userland.cli.main", "web", "--listen",
                                  f"127.0.0.1:{port}", "--kubeconfig", str(plane.kubeconfig)],

@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="processes sharing the port (SO_REUSEPORT); about one per core")
     gw.add_argument("--grace", type=float, default=30.0,
                     help="seconds open WebSockets keep working after SIGTERM before closing with 1001")
+    gw.add_argument("--no-metrics", action="store_true",
+                    help="count nothing per request and serve an empty /metrics (for a site without "
+                         "Prometheus; what the metrics cost is measured against it)")
 
     wb = sub.add_parser("web", help="run the web UI (instructors' courses, students' environments)")
     wb.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on (behind the gateway)")
@@ -81,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--students", default="alice,bob,carol",
                     help="logins that get a demo environment (comma-separated)")
     lo.add_argument("--reset", action="store_true", help="delete the state from earlier runs first")
+    lo.add_argument("--prometheus", action="store_true",
+                    help="also start a Prometheus (Debian's) that scrapes every part, with the alert rules")
+    lo.add_argument("--prometheus-interval", type=float, default=5.0,
+                    help="seconds between its scrapes and rule evaluations (default 5)")
     return parser
 
 
@@ -96,7 +103,8 @@ def _local(args: argparse.Namespace) -> int:
         print(f"userland local: --students: {err}", file=sys.stderr)
         return 2
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
-    return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset))
+    return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset,
+                                  prometheus=args.prometheus, prometheus_interval=args.prometheus_interval))
 
 
 def parse_address(listen: str) -> tuple[str, int]:
@@ -124,7 +132,8 @@ def _serving(args: argparse.Namespace, serve: Callable[[], int]) -> int:
         return serve()
     except OSError as err:
         log.debug("could not serve", exc_info=True)
-        print(f"userland {args.command}: cannot serve on {args.listen}: {err.strerror or err}",
+        where = err.filename or args.listen  # another listener than --listen names itself
+        print(f"userland {args.command}: cannot serve on {where}: {err.strerror or err}",
               file=sys.stderr)
         return 2
 
@@ -181,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         extra={"event": "dev_login.enabled", "listen": f"{host}:{port}"})
         return _serving(args, lambda: run_gateway(settings, ServerOptions(
             host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
-            grace=max(0.0, args.grace), log_level=args.log_level)))
+            grace=max(0.0, args.grace), log_level=args.log_level, metrics=not args.no_metrics)))
     if args.command == "web":
         from userland.proxy.server import parse_listen
         from userland.web.server import WebOptions, run_web

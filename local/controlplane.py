@@ -80,6 +80,7 @@ class ControlPlane:
     users: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     controllers: str = "garbagecollector,deployment,replicaset,namespace"
     port: int = 0
+    etcd_port: int = 0  # etcd's client port (its /metrics too), once started
     # True: the children get their own session, so a terminal's Ctrl-C reaches only us and we
     # stop them in order (`userland local`); they still die with us (PR_SET_PDEATHSIG).
     own_session: bool = False
@@ -142,6 +143,7 @@ class ControlPlane:
             lines.append(f'{token},{user},{user}-uid,"{",".join(groups)}"')
         (certs / "tokens.csv").write_text("\n".join(lines) + "\n")
         etcd_port, peer_port = free_port(), free_port()
+        self.etcd_port = etcd_port
         self.port = self.port or free_port()
         self.write_kubeconfig(self.kubeconfig, ADMIN_TOKEN)
         self._spawn(

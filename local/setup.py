@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+from aiohttp import web
 
 from userland.local import examples
+from userland.local import prometheus as local_prometheus
 from userland.local.children import Child, spawn, userland_command
 from userland.local.controlplane import (
     ADMIN_TOKEN,
@@ -39,6 +41,7 @@ from userland.local.controlplane import (
     find_repo,
     free_port,
 )
+from userland.local.metrics import metrics_app
 from userland.local.runner import LocalRunner, app_bin_dirs
 from userland.local.supervisor import Report, Supervisor
 from userland.local.users import UserError, environment_user
@@ -68,6 +71,10 @@ class LocalOptions:
     reset: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     k8s_cache: Path = DEFAULT_CACHE
+    # A Prometheus scraping everything, with the project's rules (local/prometheus.py), and how
+    # often it scrapes and evaluates.
+    prometheus: bool = False
+    prometheus_interval: float = local_prometheus.DEFAULT_INTERVAL
 
     @property
     def public_url(self) -> str:
@@ -125,6 +132,8 @@ def preflight(options: LocalOptions) -> None:
         if not (options.k8s_cache / "bin" / binary).exists():
             raise SetupError(f"{binary} is not built in {options.k8s_cache}/bin: "
                              "run `make control-plane` once (it builds for a few minutes)")
+    if options.prometheus and shutil.which("prometheus") is None:
+        raise SetupError("prometheus is not installed: run `make deps` (or apt-get install prometheus)")
     env = options.env
     if bool(env.get(GITHUB_ID)) != bool(env.get(GITHUB_SECRET)):
         raise SetupError(f"set both {GITHUB_ID} and {GITHUB_SECRET}, or neither "
@@ -169,8 +178,13 @@ class LocalSetup:
         self.runner_task: asyncio.Task[None] | None = None
         self.operator_port = 0
         self.web_port = 0
-        # The gateway's internal listener (/healthz, /metrics): never its public port.
+        # The gateway's and the web UI's internal listeners (/healthz, /metrics): never their
+        # public ports.
         self.gateway_internal_port = 0
+        self.web_internal_port = 0
+        self.runner_metrics_port = 0  # the local runner's /metrics (this process)
+        self.prometheus_port = 0
+        self.metrics_runner: web.AppRunner | None = None
         # The gateway signs identities with it; the web UI checks them.
         self.identity_secret = secrets.token_hex(32)
         self.stop = asyncio.Event()
@@ -288,11 +302,13 @@ class LocalSetup:
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
+        self.web_internal_port = free_port()
         self.supervisor.add("web", lambda: spawn("web", userland_command(
             "web", "--kubeconfig", str(self.options.kubeconfig), "--listen", f"127.0.0.1:{self.web_port}",
         ), self.options.log_dir, self._child_env(
             redis_url=redis_url, public_url=self.options.public_url,
-            identity_secret=self.identity_secret, cookie_secure=False)))
+            identity_secret=self.identity_secret, cookie_secure=False,
+            internal_listen=f"127.0.0.1:{self.web_internal_port}")))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
@@ -308,6 +324,24 @@ class LocalSetup:
             "--grace", "2",
         ), options.log_dir, env))
 
+    async def serve_runner_metrics(self, runner: LocalRunner) -> None:
+        self.metrics_runner = web.AppRunner(metrics_app(runner), access_log=None, handle_signals=False)
+        await self.metrics_runner.setup()
+        self.runner_metrics_port = free_port()
+        await web.TCPSite(self.metrics_runner, "127.0.0.1", self.runner_metrics_port).start()
+
+    def start_prometheus(self) -> None:
+        assert self.plane is not None
+        self.prometheus_port = free_port()
+        targets = local_prometheus.Targets(
+            apiserver=f"127.0.0.1:{self.plane.port}", etcd=f"127.0.0.1:{self.plane.etcd_port}",
+            operator=f"127.0.0.1:{self.operator_port}", gateway=f"127.0.0.1:{self.gateway_internal_port}",
+            web=f"127.0.0.1:{self.web_internal_port}", runner=f"127.0.0.1:{self.runner_metrics_port}")
+        config = local_prometheus.write_config(self.options.state_dir, targets,
+                                               interval=self.options.prometheus_interval)
+        argv = local_prometheus.command(self.options.state_dir, self.prometheus_port, config)
+        self.supervisor.add("prometheus", lambda: spawn("prometheus", argv, self.options.log_dir))
+
     async def wait_ready(self) -> bool:
         """The gateway and operator answer, and the students' Userlands are Ready (or a warning)."""
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
@@ -317,9 +351,12 @@ class LocalSetup:
                         return response.status == 200
                 return check
 
-            for name, port in (("operator", self.operator_port), ("web", self.web_port),
-                               ("gateway", self.gateway_internal_port)):
-                if not await self._until(name, healthy(f"http://127.0.0.1:{port}/healthz"), READY_TIMEOUT):
+            checks = [("operator", f"{self.operator_port}/healthz"), ("web", f"{self.web_port}/healthz"),
+                      ("gateway", f"{self.gateway_internal_port}/healthz")]
+            if self.prometheus_port:
+                checks.append(("prometheus", f"{self.prometheus_port}/-/ready"))
+            for name, path in checks:
+                if not await self._until(name, healthy(f"http://127.0.0.1:{path}"), READY_TIMEOUT):
                     raise SetupError(f"the {name} did not become healthy; see {self.children[name].log_path}")
 
         async def userlands_ready() -> bool:
@@ -373,11 +410,17 @@ class LocalSetup:
         say(f"  kubectl     export KUBECONFIG={kubeconfig}; "
             f"kubectl get userlands,deployments,services -n {examples.NAMESPACE}")
         say(f"  Add one     {examples.add_student_command()}")
-        say(f"  Operator    http://127.0.0.1:{self.operator_port}/healthz   "
-            f"http://127.0.0.1:{self.operator_port}/metrics")
-        internal = f"http://127.0.0.1:{self.gateway_internal_port}"
-        say(f"  Gateway     {internal}/healthz   {internal}/metrics   (its internal port; "
-            f"{o.port} serves no /healthz or /metrics)")
+        say(f"  Metrics     operator http://127.0.0.1:{self.operator_port}/metrics   (/healthz beside it)")
+        say(f"              gateway  http://127.0.0.1:{self.gateway_internal_port}/metrics   (its internal "
+            f"port; {o.port} serves no /healthz or /metrics)")
+        say(f"              web UI   http://127.0.0.1:{self.web_internal_port}/metrics   (its internal port)")
+        say(f"              runner   http://127.0.0.1:{self.runner_metrics_port}/metrics   (the local "
+            "kubelet's part); what each answers: docs/metrics.md")
+        if self.prometheus_port:
+            say(f"  Prometheus  http://127.0.0.1:{self.prometheus_port}/   scrapes all of the above and the "
+                "control plane, with the alert rules (its /alerts page)")
+        else:
+            say("  Prometheus  `make run PROMETHEUS=1` starts one that scrapes all of it, with the alerts")
         say(f"  Logs        {o.log_dir}/")
         say(f"  State       {o.state_dir}/ (kept between runs; --reset starts afresh)")
         pids = ", ".join(f"{c.name} {c.pid}" for c in self.children.values())
@@ -415,6 +458,9 @@ class LocalSetup:
         runner = LocalRunner(self.kube, [examples.NAMESPACE], state_dir=o.state_dir, user=user,
                              app_bins=self.app_bins)
         self.runner_task = asyncio.create_task(runner.run(), name="local-runner")
+        await self.serve_runner_metrics(runner)
+        if o.prometheus:
+            self.start_prometheus()
         self.banner(await self.wait_ready())
 
     async def shutdown(self) -> None:
@@ -429,12 +475,14 @@ class LocalSetup:
         # No restarts from here on: poll() is no longer called, and the entries go.
         children = self.children
         self.supervisor.supervised.clear()
-        for name in ("gateway", "web", "operator", "redis"):
+        for name in ("prometheus", "gateway", "web", "operator", "redis"):
             child = children.pop(name, None)
             if child is not None:
                 await asyncio.to_thread(child.stop)
         for child in children.values():
             await asyncio.to_thread(child.stop)
+        if self.metrics_runner is not None:
+            await self.metrics_runner.cleanup()
         if self.kube is not None:
             await self.kube.close()
         if self.plane is not None:

@@ -20,15 +20,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from userland.operator.apply import Applier
+from userland.operator.census import Census
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import Caches, Key
 from userland.operator.loop import Loop
-from userland.operator.metrics import OperatorMetrics
+from userland.operator.metrics import OperatorMetrics, StateCollector
 from userland.operator.route_conflicts import RouteConflicts
 from userland.operator.status import DEFAULT_START_TIMEOUT
 from userland.operator.templates import DryRuns, TemplateReconciler
 from userland.operator.userlands import UserlandReconciler
 from userland.operator.workqueue import WorkQueue
+from userland.platform.exposition import PlatformCollector
 from userland.platform.kube import KubeClient
 from userland.platform.routes import platform_host_of
 from userland.platform.settings import Settings
@@ -66,7 +68,17 @@ class Controller:
         dry_runs = DryRuns(client, self.caches, self.queue)
         self.userland_reconciler = UserlandReconciler(
             self.caches, self.applier, self.events, dry_runs, self.queue, settings, clock=clock,
-            start_timeout=start_timeout)
+            start_timeout=start_timeout, metrics=self.metrics)
+        # Environments by course, Template and phase, kept level with the Userland watch.
+        self.census = Census()
+        self.caches.userlands.add_handler(self.census.observe)
+        lifecycle, line = self.userland_reconciler.lifecycle, self.userland_reconciler.wake_rate
+        self.metrics.registry.register(StateCollector(
+            self.metrics, phases=lambda: list(self.census.phases.items()), pairs=self.census.pairs,
+            failing=lambda: list(self.census.failing.items()), longest_waits=lifecycle.longest_waits,
+            line=line.keys))
+        self.metrics.registry.register(PlatformCollector(
+            kube=lambda: (client,), informers=lambda: self.informers, labels={"component": "operator"}))
         self.template_reconciler = TemplateReconciler(self.caches, self.applier, self.events, dry_runs, clock)
         self.loop = Loop([self.template_reconciler, self.userland_reconciler], queue=self.queue,
                          metrics=self.metrics, workers=workers, resync_seconds=resync_seconds)

@@ -120,6 +120,7 @@ class Loop:
             finally:
                 self.queue.done(key)
                 self.metrics.duration.labels(kind).observe(time.perf_counter() - started)
+                self.metrics.last_reconcile.set(time.time())
             # A reconcile with nothing to write never suspends, and a non-empty queue hands
             # out the next key at once: yield, so a resync of thousands cannot starve the
             # watches (a new student's event would otherwise wait for the whole pass).

@@ -49,16 +49,13 @@ async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
             retry_period=max(0.5, args.lease_duration / 7.5),
         )
     )
-    counted: dict[tuple[str, str], int] = {}
 
     def refresh_metrics() -> None:
         metrics.queue_depth.set(controller.queue.depth)
-        metrics.leader.set(1 if elector is None or elector.is_leader else 0)
+        metrics.is_leader = elector is None or elector.is_leader
+        metrics.leader.set(1 if metrics.is_leader else 0)
         for kind, size in controller.cache_sizes().items():
             metrics.objects.labels(kind).set(size)
-        for key, total in client.writes.items():
-            metrics.writes.labels(*key).inc(total - counted.get(key, 0))
-            counted[key] = total
 
     runner = web.AppRunner(health_app(metrics, controller.health, refresh_metrics), access_log=None)
     await runner.setup()

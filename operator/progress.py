@@ -26,6 +26,13 @@ FINAL_REASONS = {
     "ProgramNotInstalled": "its program is not installed on this machine",
 }
 MESSAGE_LIMIT = 500  # characters of a Pod's own message kept (thousands of Pods are cached)
+# Why a start waits for something outside the environment (it may come by itself: a quota
+# freed, a node added, a volume bound), in words; the phase stays Starting.
+BLOCKED_REASONS = {
+    "QuotaExceeded": "not enough room in the course's quota",
+    "StorageUnavailable": "its storage cannot be attached",
+    "Unschedulable": "not enough room in the cluster",
+}
 
 
 def _condition(pod: JSON, kind: str) -> bool:
@@ -78,6 +85,38 @@ def final_reason(pod: JSON | None) -> tuple[str, str] | None:
     return None
 
 
+def blocked_reason(deployment: JSON | None, pod: JSON | None) -> tuple[str, str] | None:
+    """(BLOCKED_REASONS key, the cluster's own message) when a start waits on something outside
+    the environment: the namespace's ResourceQuota refuses its Pod (the ReplicaSet's failure,
+    which the deployment controller copies to the Deployment as `ReplicaFailure`), or the
+    scheduler finds no place for it (its Pod's `PodScheduled` is False; a volume that cannot be
+    bound or attached is a storage problem, anything else a lack of room). None otherwise."""
+    for cond in ((deployment or {}).get("status") or {}).get("conditions") or []:
+        message = str(cond.get("message") or "")
+        refused = cond.get("type") == "ReplicaFailure" and cond.get("status") == "True"
+        if refused and "quota" in message.lower():
+            return "QuotaExceeded", message[:MESSAGE_LIMIT]
+    if pod is None or meta(pod).get("deletionTimestamp"):
+        return None
+    scheduled = condition(pod.get("status"), "PodScheduled")
+    if scheduled.get("status") != "False" or scheduled.get("reason") != "Unschedulable":
+        return None
+    message = str(scheduled.get("message") or "")
+    lowered = message.lower()
+    if "persistentvolumeclaim" in lowered or "volume" in lowered:
+        return "StorageUnavailable", message[:MESSAGE_LIMIT]
+    return "Unschedulable", message[:MESSAGE_LIMIT]
+
+
+def _trim_condition(cond: JSON) -> JSON:
+    kept = {"type": cond.get("type"), "status": cond.get("status")}
+    if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+        # Why the scheduler found no place (blocked_reason reads it).
+        kept["reason"] = cond.get("reason")
+        kept["message"] = str(cond.get("message") or "")[:MESSAGE_LIMIT]
+    return kept
+
+
 def _trim_container(container: JSON) -> JSON:
     state = container.get("state") or {}
     kept: JSON = {"imageID": container.get("imageID", ""), "state": {k: {} for k in state}}
@@ -90,15 +129,14 @@ def _trim_container(container: JSON) -> JSON:
 
 def trim_pod(obj: JSON) -> JSON:
     """What the operator keeps of a Pod (thousands of them): enough for pod_progress, for
-    final_reason and for how long it has been starting (its creation time)."""
+    final_reason, blocked_reason and for how long it has been starting (its creation time)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     trimmed: JSON = {
         "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "creationTimestamp",
                                           "deletionTimestamp", "resourceVersion", "uid") if k in meta},
         "status": {
-            "conditions": [{"type": c.get("type"), "status": c.get("status")}
-                           for c in status.get("conditions") or []],
+            "conditions": [_trim_condition(c) for c in status.get("conditions") or []],
             "containerStatuses": [_trim_container(c) for c in status.get("containerStatuses") or []],
         },
     }

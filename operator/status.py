@@ -24,7 +24,11 @@ tests/unit/test_status.py):
 9. its Pod has existed for `start_timeout` seconds without becoming ready: `Failed`,
    `StartTimeout` (the bound is the operator's `--start-timeout`, 10 minutes by default;
    `start_deadline` says when to look again);
-10. otherwise `Starting`.
+10. its start waits on something outside it (operator/progress.py BLOCKED_REASONS: the
+   course's quota refuses its Pod, no node has room, its volume cannot be attached): `Starting`,
+   with that reason (`QuotaExceeded`, `Unschedulable`, `StorageUnavailable`): it may come by
+   itself, and it says what the course waits for (and /metrics counts it, docs/metrics.md);
+11. otherwise `Starting`.
 
 All of it is level-triggered: when the Pod recovers, the next reconcile says so.
 """
@@ -36,7 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from userland.operator.progress import FINAL_REASONS, final_reason, pod_ready
+from userland.operator.progress import BLOCKED_REASONS, FINAL_REASONS, blocked_reason, final_reason, pod_ready
 from userland.operator.sleep import Verdict
 from userland.platform import naming
 from userland.platform.models import Condition, Template, Userland, parse_time
@@ -176,6 +180,11 @@ def userland_status(
         reached = f"; it got as far as: {', '.join(progress)}" if progress else ""
         bound = _duration_words(int(start_timeout))
         condition = ready("False", "StartTimeout", f"{name} did not become ready within {bound}{reached}")
+    elif (waiting_on := blocked_reason(deployment, pod)) is not None:
+        phase = "Starting"
+        reason, cluster_message = waiting_on
+        said = f" ({cluster_message})" if cluster_message else ""
+        condition = ready("False", reason, f"{name} is waiting to start: {BLOCKED_REASONS[reason]}{said}")
     else:
         phase = "Starting"
         condition = ready("False", "Starting", f"starting {name}")

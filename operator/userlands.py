@@ -18,6 +18,8 @@ from userland.operator import sleep, wake
 from userland.operator.apply import Applier
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import USERLAND, Caches, Key
+from userland.operator.lifecycle import Lifecycle
+from userland.operator.metrics import OperatorMetrics
 from userland.operator.progress import newest_pod, pod_progress
 from userland.operator.status import (
     Problem,
@@ -48,7 +50,7 @@ class UserlandReconciler:
 
     def __init__(self, caches: Caches, applier: Applier, events: EventRecorder, dry_runs: DryRuns,
                  queue: WorkQueue[Key], settings: Settings, *, clock: Callable[[], datetime],
-                 start_timeout: float | None) -> None:
+                 start_timeout: float | None, metrics: OperatorMetrics) -> None:
         self.caches = caches
         self.applier = applier
         self.events = events
@@ -57,7 +59,10 @@ class UserlandReconciler:
         self.settings = settings
         self.clock = clock
         self.start_timeout = start_timeout
-        self.wake_rate = WakeRate(settings.wake_rate, settings.wake_burst)
+        self.metrics = metrics
+        self.wake_rate = WakeRate(settings.wake_rate, settings.wake_burst, on_turn=self._turn_came)
+        # Waits, sleeps, wakes and failures, measured as they are decided (/metrics).
+        self.lifecycle = Lifecycle(metrics, clock)
         # When each environment was last scaled up from sleep (its turn in the wake line came).
         self.woken_at: dict[tuple[str, str], datetime] = {}
 
@@ -69,13 +74,15 @@ class UserlandReconciler:
         obj = self.caches.userlands.get(namespace, name)
         if obj is None:
             self.wake_rate.done((namespace, name))  # never leave a gone one in the line to wake
+            self.lifecycle.forget((namespace, name))
             return  # deleted: the garbage collector removes the children
         logger = ObjectLogger(log, namespace, name)
         try:
             userland = Userland.from_object(obj)
         except InvalidSpec as err:
             await self._write(obj, invalid_userland_status(obj, str(err), now=rfc3339(self.clock())),
-                              invalid_userland_events)
+                              invalid_userland_events,
+                              template=str((obj.get("spec") or {}).get("template") or ""))
             return
         if userland.deleting:
             self.wake_rate.done((namespace, name))
@@ -170,12 +177,24 @@ class UserlandReconciler:
             delay = (min(moments) - now) / timedelta(seconds=1)
             self.queue.add_after((USERLAND, ns, userland.name), max(delay, 0.0))
         app = display_name(template, spec.template)
-        await self._write(obj, status, lambda old, new: userland_events(old, new, app=app, verdict=verdict))
+        await self._write(obj, status, lambda old, new: userland_events(old, new, app=app, verdict=verdict),
+                          template=spec.template, created=userland.created, decision=decision, now=now)
 
-    async def _write(self, obj: JSON, status: JSON, events: Callable[[JSON, JSON], list[EventNote]]) -> None:
+    async def _write(self, obj: JSON, status: JSON, events: Callable[[JSON, JSON], list[EventNote]], *,
+                     template: str, created: datetime | None = None, decision: WakeDecision | None = None,
+                     now: datetime | None = None) -> None:
         old = obj.get("status") or {}
-        if not status_changed(old, status):
-            return
-        await self.applier.status(USERLANDS, self.caches.userlands, obj, status)
-        for note in events(old, status):
-            self.events.record(obj, note.type, note.reason, note.message)
+        changed = status_changed(old, status)
+        if changed:
+            await self.applier.status(USERLANDS, self.caches.userlands, obj, status)
+            for note in events(old, status):
+                self.events.record(obj, note.type, note.reason, note.message)
+        # After the write: a failed one is retried, and must not be counted twice.
+        key = (str(meta(obj).get("namespace") or ""), str(meta(obj).get("name") or ""))
+        self.lifecycle.seen(key, template, old, status, created=created, decision=decision,
+                            now=now or self.clock())
+
+    def _turn_came(self, key: object, waited: float) -> None:
+        """The wake line let `key` (namespace, name) through after `waited` seconds."""
+        course = key[0] if isinstance(key, tuple) else ""
+        self.metrics.line_seconds.labels(str(course)).observe(waited)

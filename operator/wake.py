@@ -36,6 +36,9 @@ class WakeDecision:
     in_line: bool = False  # keeps (or takes) its place in the line; False: it leaves the line
     woke: bool = False  # scaled up from sleep now: it gets a whole idleTimeout from `now`
     look_again_at: datetime | None = None  # when the decision changes by the clock alone
+    # While waking (in line, or its turn now): when it was asked for, the use or start that woke
+    # it (the verdict's `since`); the wake's latency counts from here (operator/lifecycle.py).
+    asked_at: datetime | None = None
 
 
 def wants_turn(userland: Userland, verdict: Verdict, *, scaled_down: bool, in_line: bool) -> bool:
@@ -55,9 +58,10 @@ def decide(userland: Userland, template: Template, verdict: Verdict, *, now: dat
         return WakeDecision(verdict, look_again_at=recheck)
     if turn_in > 0:
         return WakeDecision(replace(verdict, asleep=False), waking=True, in_line=True,
-                            look_again_at=_earliest(recheck, now + timedelta(seconds=turn_in)))
+                            look_again_at=_earliest(recheck, now + timedelta(seconds=turn_in)),
+                            asked_at=verdict.since)
     # Its turn: awake from now on; the cause stays what woke it (for the Waking Event).
     awake = sleep.verdict(userland, template, now, woke=now)
     awake = replace(awake, cause=verdict.cause, by=verdict.by)
     later = None if awake.recheck_at is None else awake.recheck_at + RECHECK_MARGIN
-    return WakeDecision(awake, woke=True, look_again_at=_earliest(recheck, later))
+    return WakeDecision(awake, woke=True, look_again_at=_earliest(recheck, later), asked_at=verdict.since)

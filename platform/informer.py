@@ -40,6 +40,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from userland.platform.kube import JSON, Gone, KubeClient, KubeError, Resource, WatchStalled
+from userland.platform.telemetry import WatchStats
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,8 @@ class Informer:
         self.handlers: list[Handler] = []
         self._synced = {ns: asyncio.Event() for ns in self.namespaces}
         self.healthy = True
-        self.relists = 0
-        self.stalls = 0
+        # Why each watch ended and how often the store was listed afresh (for /metrics).
+        self.watch_stats = WatchStats()
         # Writes whose response was older than what the cache already had (kept out).
         self.stale_puts = 0
         self._versions: dict[Key, int] = {}
@@ -107,6 +108,14 @@ class Informer:
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[Hashable, set[Key]]] = {}
         self._indexed: dict[Key, dict[str, frozenset[Hashable]]] = {}
+
+    @property
+    def relists(self) -> int:
+        return self.watch_stats.relists
+
+    @property
+    def stalls(self) -> int:
+        return self.watch_stats.restarts["stalled"]
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
@@ -274,7 +283,7 @@ class Informer:
                     listing = await self.client.list(
                         self.resource, namespace, label_selector=self.label_selector
                     )
-                    self.relists += 1
+                    self.watch_stats.relists += 1
                     self._replace(namespace, listing["items"])
                     version = str(listing["metadata"].get("resourceVersion", ""))
                     self._synced[namespace].set()
@@ -294,19 +303,22 @@ class Informer:
                     if event.get("type") != "BOOKMARK":
                         self._apply(str(event.get("type")), obj)
                 self.healthy = True
+                self.watch_stats.restarts["timeout"] += 1
                 backoff = 0.5
             except Gone:
                 log.info("watch expired, relisting", extra={"kind": self.resource.kind})
+                self.watch_stats.restarts["expired"] += 1
                 version = ""
             except WatchStalled as err:
                 # Whatever it held back is unknown: start afresh from a list.
-                self.stalls += 1
+                self.watch_stats.restarts["stalled"] += 1
                 self.healthy = False
                 log.warning("watch stalled, relisting", extra={"kind": self.resource.kind, "error": str(err)})
                 version = ""
             except asyncio.CancelledError:
                 raise
             except (KubeError, ValueError) as err:
+                self.watch_stats.restarts["error"] += 1
                 self.healthy = False
                 log.warning(
                     "watch failed, retrying",

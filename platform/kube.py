@@ -9,6 +9,7 @@ API errors are translated here, once, into the exceptions below; callers see not
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import aiohttp
 from userland.platform import naming
 from userland.platform.api_errors import explain_decode_error, readable
 from userland.platform.kubeconfig import ClusterAccess, cluster_access
+from userland.platform.telemetry import KubeStats
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
@@ -61,6 +63,13 @@ EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod")
+
+
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def _kind(resource: Resource, subresource: str | None) -> str:
+    return resource.kind + (f"/{subresource}" if subresource else "")
 
 
 class KubeError(Exception):
@@ -141,20 +150,38 @@ def _error_for(status: int, body: bytes) -> KubeError:
 
 
 class KubeClient:
-    """JSON requests to the API server over one pooled connection set.
+    """JSON requests to the API server over one pooled connection set, and watches over
+    connections of their own.
 
-    `writes` counts mutating requests by verb and kind, for metrics and benchmarks.
+    A watch holds its connection for minutes: watches drawn from the requests' bounded pool took
+    it over once there were as many as the pool (the operator watches 7 kinds per namespace:
+    at 8 namespaces its lists and writes waited for a connection until they timed out). So
+    watches have their own, unbounded connector (one connection each, as many as there are
+    watches), and `pool_size` bounds only concurrent requests. An idle pooled connection is kept
+    `keepalive_timeout` seconds (aiohttp's 15 by default): less than an informer's stall bound
+    (75 s), so a relist after a stall never goes out over a connection that sat idle through it.
+
+    `writes` counts mutating requests by verb and kind, for benchmarks and tests; `stats` counts
+    every request by verb, kind and answer, with its latency (platform/telemetry.py), for the
+    components' /metrics.
     """
 
-    def __init__(self, access: ClusterAccess, *, pool_size: int = 64) -> None:
+    def __init__(self, access: ClusterAccess, *, pool_size: int = 64,
+                 keepalive_timeout: float = 15.0) -> None:
         self._host = access.host
         self._authorization = access.authorization
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=pool_size, ssl=access.ssl_context),
+            connector=aiohttp.TCPConnector(limit=pool_size, ssl=access.ssl_context,
+                                           keepalive_timeout=keepalive_timeout),
+            read_bufsize=2**21,
+        )
+        self._watch_session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ssl=access.ssl_context),
             # Watch lines can hold large objects (etcd allows 1.5 MiB).
             read_bufsize=2**21,
         )
         self.writes: Counter[tuple[str, str]] = Counter()
+        self.stats = KubeStats()
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 64) -> KubeClient:
@@ -162,6 +189,7 @@ class KubeClient:
 
     async def close(self) -> None:
         await self._session.close()
+        await self._watch_session.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -184,9 +212,17 @@ class KubeClient:
         query: dict[str, str] | None = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        verb: str = "",
+        kind: str = "",
     ) -> JSON:
+        """One request. `verb` (Kubernetes' own: get, list, create ...; by default from the
+        method) and `kind` (the resource's, `Userland/status` for a subresource) only label it
+        in `stats`."""
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body, separators=(",", ":"))
+        verb = verb or _VERBS.get(method, method.lower())
+        status = 0
+        started = time.perf_counter()
         try:
             async with self._session.request(
                 method,
@@ -195,19 +231,23 @@ class KubeClient:
                 headers=await self._headers(content_type),
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as response:
+                status = response.status
                 payload = await response.read()
                 if response.status >= 400:
                     raise _error_for(response.status, payload)
                 result: JSON = json.loads(payload) if payload else {}
                 return result
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            status = 0  # the answer (if any) never arrived whole
             raise TemporaryError(0, "Unreachable", f"{method} {path}: {err!r}") from None
+        finally:
+            self.stats.record(verb, kind or "other", status, time.perf_counter() - started)
 
     def _count(self, verb: str, resource: Resource, subresource: str | None = None) -> None:
-        self.writes[(verb, resource.kind + (f"/{subresource}" if subresource else ""))] += 1
+        self.writes[(verb, _kind(resource, subresource))] += 1
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
-        return await self.request("GET", resource.path(namespace, name))
+        return await self.request("GET", resource.path(namespace, name), kind=resource.kind)
 
     async def list(
         self,
@@ -230,12 +270,14 @@ class KubeClient:
             query["labelSelector"] = label_selector
         while True:
             try:
-                page = await self.request("GET", resource.path(namespace), query=query, timeout=120)
+                page = await self.request("GET", resource.path(namespace), query=query, timeout=120,
+                                          verb="list", kind=resource.kind)
             except Gone:
                 if "continue" not in query:
                     raise
                 full = {"labelSelector": label_selector} if label_selector else None
-                page = await self.request("GET", resource.path(namespace), query=full, timeout=300)
+                page = await self.request("GET", resource.path(namespace), query=full, timeout=300,
+                                          verb="list", kind=resource.kind)
                 return {"items": page.get("items") or [], "metadata": page.get("metadata") or {}}
             items.extend(page.get("items") or [])
             cont = (page.get("metadata") or {}).get("continue")
@@ -249,7 +291,8 @@ class KubeClient:
         query = {"dryRun": "All"} if dry_run else None
         if not dry_run:
             self._count("create", resource)
-        return await self.request("POST", resource.path(namespace), body=body, query=query)
+        return await self.request("POST", resource.path(namespace), body=body, query=query,
+                                  kind=resource.kind)
 
     async def merge_patch(
         self,
@@ -262,19 +305,20 @@ class KubeClient:
     ) -> JSON:
         self._count("patch", resource, subresource)
         return await self.request(
-            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH
+            "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=MERGE_PATCH,
+            kind=_kind(resource, subresource),
         )
 
     async def replace(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
         self._count("update", resource)
-        return await self.request("PUT", resource.path(namespace, name), body=body)
+        return await self.request("PUT", resource.path(namespace, name), body=body, kind=resource.kind)
 
     async def delete(
         self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None
     ) -> JSON:
         self._count("delete", resource)
         body = {"propagationPolicy": propagation} if propagation else None
-        return await self.request("DELETE", resource.path(namespace, name), body=body)
+        return await self.request("DELETE", resource.path(namespace, name), body=body, kind=resource.kind)
 
     async def watch(
         self,
@@ -302,12 +346,15 @@ class KubeClient:
         if label_selector:
             query["labelSelector"] = label_selector
         url = self._host + resource.path(namespace) + "?" + urlencode(query)
+        answered = False
         try:
-            async with self._session.get(
+            async with self._watch_session.get(
                 url,
                 headers=await self._headers(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=quiet),
             ) as response:
+                answered = True
+                self.stats.record("watch", resource.kind, response.status, None)
                 if response.status >= 400:
                     raise _error_for(response.status, await response.read())
                 async for line in response.content:
@@ -321,4 +368,6 @@ class KubeClient:
         except aiohttp.SocketTimeoutError:
             raise WatchStalled(0, "Stalled", f"watch {resource.plural}: nothing for {quiet:g} s") from None
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            if not answered:
+                self.stats.record("watch", resource.kind, 0, None)
             raise TemporaryError(0, "Unreachable", f"watch {resource.plural}: {err!r}") from None

@@ -18,21 +18,29 @@ them all, and the gateway took that for "Redis is down": 503 for everyone, the s
   (its first request after a restart) waits behind, never beside, a flood from their address.
 Connections are counted per command (or pipeline, or script): the slot is given back with the
 connection.
+
+`MeasuredRedis` (the client `connect_redis` returns; the web UI's too) times every round trip,
+waiting for a pooled connection included (what a request that needs Redis waits), and counts
+failures by kind, in `client.stats` (platform/telemetry.py); the components export them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import redis.asyncio
 import redis.exceptions
+from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+
+from userland.platform.telemetry import RedisStats
 
 # Per gateway process. A session lookup takes well under a millisecond of a connection, so 64
 # serve tens of thousands a second; the session cache answers most requests from memory anyway.
@@ -177,4 +185,58 @@ def connect_redis(url: str, *, max_connections: int = POOL_SIZE, timeout: float 
     pool = WaitingPool.from_url(
         url, max_connections=max_connections, timeout=timeout, anonymous=anonymous, per_client=per_client,
         socket_connect_timeout=1.0, socket_timeout=2.0, health_check_interval=30, retry=Retry(NoBackoff(), 1))
-    return redis.asyncio.Redis.from_pool(pool)
+    return MeasuredRedis.from_pool(pool)
+
+
+# ----- measuring: the round trips and failures of a client, for /metrics -----
+
+
+def error_kind(err: BaseException) -> str:
+    """REDIS_ERROR_KINDS' name for a failure."""
+    if isinstance(err, PoolExhausted):
+        return "busy"
+    if isinstance(err, redis.exceptions.TimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(err, redis.exceptions.ConnectionError | OSError):
+        return "connection"
+    return "error"
+
+
+class MeasuredRedis(redis.asyncio.Redis):
+    """`redis.asyncio.Redis` with `stats`: made with `from_url`/`from_pool` like its parent."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stats = RedisStats()
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        except (redis.exceptions.RedisError, OSError) as err:
+            self.stats.errors[error_kind(err)] += 1
+            raise
+        finally:
+            self.stats.latency.observe(time.perf_counter() - started)
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return MeasuredPipeline(self.stats, self.connection_pool, self.response_callbacks, transaction,
+                                shard_hint)
+
+
+class MeasuredPipeline(Pipeline):
+    """A pipeline whose `execute` (one round trip) counts in its client's stats."""
+
+    def __init__(self, stats: RedisStats, *args: Any) -> None:
+        super().__init__(*args)
+        self._userland_stats = stats
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return await super().execute(raise_on_error)
+        except (redis.exceptions.RedisError, OSError) as err:
+            self._userland_stats.errors[error_kind(err)] += 1
+            raise
+        finally:
+            self._userland_stats.latency.observe(time.perf_counter() - started)

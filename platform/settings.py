@@ -235,8 +235,8 @@ class Settings:
         "Where the gateway forwards the platform host's pages (the web UI's Service).")
     internal_listen: str = setting(
         "0.0.0.0:8081", listen,
-        "Where the gateway serves `/healthz`, `/metrics` and `/auth/verify` (forward-auth): a "
-        "listener of their own, never the public one.")
+        "Where the gateway serves `/healthz`, `/metrics` and `/auth/verify` (forward-auth), and the web "
+        "UI `/healthz` and `/metrics`: a listener of their own, never the public one.")
     # --- the operator ---
     lease_namespace: str = setting(
         "default", text,

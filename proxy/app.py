@@ -52,6 +52,7 @@ from userland.auth.origins import (
 from userland.auth.routes import setup_auth
 from userland.auth.session_routes import verify
 from userland.platform.addresses import client_address
+from userland.platform.exposition import PlatformCollector
 from userland.platform.grant_store import GrantStore
 from userland.platform.kube import KubeClient
 from userland.platform.redis_pool import anonymous_client, connect_redis
@@ -67,13 +68,14 @@ from userland.platform.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
 from userland.proxy.activity import ActivityTracker
 from userland.proxy.connections import client_key
-from userland.proxy.gateway import FORWARDED, Gateway
+from userland.proxy.gateway import FORWARDED, NOT_READY, UPSTREAM_FAILED, Gateway
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
 from userland.proxy.pages import OWN_RESPONSE_HEADERS
 from userland.proxy.routes_cache import RoutingCache
 from userland.proxy.routing import host_namespaces, host_route_for, prefix_route_for, request_host
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache, SessionLookup
+from userland.proxy.session_census import SessionCensus
 from userland.proxy.upstream import make_client_session
 from userland.proxy.websocket import is_websocket_upgrade
 
@@ -119,6 +121,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     the session cache (session_cache.py) off, and with it the negative cache and the
     known-cookie shortcut (tests only)."""
     app = web.Application(middlewares=[dispatch], handler_args={"max_field_size": 32768})
+    metrics = metrics or GatewayMetrics()
     owns_redis = redis_client is None
     # A pool that waits (bounded) when busy, with a bounded share for anonymous requests
     # (platform/redis_pool.py): a flood of them is never taken for Redis being down.
@@ -154,6 +157,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     # Forward-auth is served by the internal app, never on the public listener.
     auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
                       host_namespaces=namespaces_of, forward_auth=False)
+    metrics.attach(sign_ins=lambda: auth.sign_ins, auth_refusals=lambda: auth.refusals)
     if session_cache_ttl > 0:
         cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
         app[SESSION_CACHE] = cache
@@ -166,6 +170,8 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         app[ORIGIN_SESSION_CACHE] = origin_cache
         app.cleanup_ctx.append(origin_cache.running)
         origin_lookup = origin_cache
+        # Its subscription is pinged every half second: whether Redis answers, right now.
+        metrics.attach(redis_connected=lambda: cache.serving)
 
     app.router.add_route("*", "/{tail:.*}", not_found)
 
@@ -174,7 +180,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         routes = RoutingCache(client, settings.namespaces,
                               platform_host=platform_host_of(settings.public_url))
         gateway = Gateway(settings, routes=routes, kube=client, platform_sessions=lookup,
-                          origin_sessions=origin_lookup, metrics=metrics or GatewayMetrics(),
+                          origin_sessions=origin_lookup, metrics=metrics,
                           activity=ActivityTracker(settings, client, redis_conn),
                           grants=GrantStore(redis_conn))
         gateway.open(make_client_session())
@@ -182,7 +188,13 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         for key in (SESSION_CACHE, ORIGIN_SESSION_CACHE):
             if key in app:  # both hear every published digest; ending twice finds nothing
                 app[key].on_invalidate.append(gateway.live.end)
-        app[ORIGIN_ENDPOINTS] = OriginEndpoints(settings, origin_sessions, gateway.pages, names.origin)
+        app[ORIGIN_ENDPOINTS] = endpoints = OriginEndpoints(settings, origin_sessions, gateway.pages,
+                                                            names.origin)
+        census = SessionCensus(redis_conn)
+        metrics.attach(handoffs=lambda: endpoints.handoffs, sessions=census)
+        metrics.attach_platform(PlatformCollector(
+            kube=lambda: (client,), informers=lambda: (routes.templates, routes.userlands, routes.services),
+            redis=lambda: (redis_conn,), labels={"component": "gateway", "worker": metrics.worker}))
         holder["gateway"] = gateway
         await routes.start()
         flusher = asyncio.create_task(gateway.activity.run())
@@ -198,6 +210,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
             # What students did since the last flush is not lost with this replica.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(gateway.activity.flush(everything=True), 5)
+            await census.close()
             await routes.stop()
             await gateway.pool.close()
             await gateway.client.close()
@@ -236,13 +249,18 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
         raise
     except SessionStoreBusy:
         status = 429
+        gateway.metrics.refused("busy")
         response = gateway.pages.busy()
         response.headers.update(OWN_RESPONSE_HEADERS)
         return response
     finally:
         gateway.request_finished()
         # A WebSocket's "latency" would be its whole session: count it, keep it out of the histogram.
-        gateway.metrics.observe(status, time.perf_counter() - started, latency=status != 101)
+        # A 5xx is the platform's own failure unless an upstream answered it, or it is the designed
+        # 503 of an environment still waking (only a 5xx pays for finding out).
+        failed = status >= 500 and (not request.get(FORWARDED) or UPSTREAM_FAILED in request) \
+            and NOT_READY not in request
+        gateway.metrics.observe(status, time.perf_counter() - started, latency=status != 101, failed=failed)
 
 
 async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -250,6 +268,7 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
     # host instead), `*` or an authority is no request for an origin server; no Host, nothing
     # to route by (HTTP/1.0 without one would get the listening address as its host).
     if not request.raw_path.startswith("/") or not request.headers.get("Host"):
+        gateway.metrics.refused("bad_request")
         log.info("request refused: target or Host", extra={"event": "gateway.bad_target",
                                                             "client": request.remote or ""})
         return gateway.pages.error(400, "Bad request", "This request cannot be served.")
@@ -257,6 +276,7 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
     refusal = cross_site_refusal(request.method, request.headers, here,
                                  websocket=is_websocket_upgrade(request))
     if refusal is not None:
+        gateway.metrics.refused("cross_site")
         log.info("cross-site request refused", extra={"reason": refusal, "path": request.path,
                                                       "origin": request.headers.get("Origin", "")[:200]})
         return gateway.pages.error(403, "Request refused",
@@ -268,6 +288,7 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
         return gateway.repeated_cookies.clear(request, host, secure=gateway.settings.cookie_secure)
     repeated = gateway.repeated_cookies.check(request)
     if repeated is not None:
+        gateway.metrics.refused("cookie_twice")
         log.info("request refused: a platform cookie twice", extra={
             "event": "gateway.cookie_twice", "cookie": repeated, "host": host})
         clear = PLATFORM_CLEAR_COOKIES_PATH if host == gateway.public_host else CLEAR_COOKIES_PATH
@@ -295,6 +316,7 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
             try:
                 return await request.app[ORIGIN_ENDPOINTS].handle(request, here or "")
             except SessionStoreBusy:
+                gateway.metrics.refused("busy")
                 return gateway.pages.busy()
             except SessionStoreUnavailable:
                 return gateway.pages.unavailable()

@@ -68,6 +68,7 @@ class ConnectionCounts:
     per_client: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=lambda: {"connections": 0, "header_size": 0,
                                                               "header_timeout": 0, "bad_request": 0})
+    total: int = 0  # open connections, every address together (/metrics)
 
     def opened(self, address: str) -> bool:
         """Count a new connection from `address`; False when it is one too many."""
@@ -76,9 +77,11 @@ class ConnectionCounts:
         if limit and count >= limit:
             return False
         self.per_client[address] = count + 1
+        self.total += 1
         return True
 
     def closed(self, address: str) -> None:
+        self.total -= 1
         count = self.per_client.get(address, 0) - 1
         if count > 0:
             self.per_client[address] = count

@@ -87,6 +87,11 @@ JUST_READY_SECONDS = 30.0
 
 # Set on a request whose response comes from an upstream (it keeps its own headers).
 FORWARDED = web.RequestKey("userland_forwarded", bool)
+# Set when a forwarded request's upstream failed and the gateway answered itself (a 502/504 page),
+# and when it answered the designed 503 of an environment not answering yet: which 5xx are the
+# platform's own failures (proxy/metrics.py `failed`).
+UPSTREAM_FAILED = web.RequestKey("userland_upstream_failed", bool)
+NOT_READY = web.RequestKey("userland_not_ready", bool)
 
 # Worked out on every request otherwise; pure, and a process serves a bounded set of students.
 _service_name = functools.lru_cache(maxsize=8192)(naming.service_name)
@@ -196,6 +201,7 @@ class Gateway:
         return f"{self.settings.public_url}/auth/login?next={quote(original, safe='')}"
 
     def not_logged_in(self, request: web.Request) -> web.StreamResponse:
+        self.metrics.refused("no_session")
         if wants_html(request) and not is_websocket_upgrade(request):
             return web.Response(status=302, headers={"Location": self.login_url(request),
                                                      "Cache-Control": "no-store"})
@@ -244,6 +250,7 @@ class Gateway:
         )
         owner = user.login if websocket and user is not None else None
         if owner is not None and not self.websocket_quota.acquire(owner):
+            self.metrics.refused("websockets")
             log.info("websocket refused: too many open", extra={"user": owner,
                                                                 "limit": self.websocket_quota.limit})
             return self.pages.error(429, "Too many open connections",
@@ -267,6 +274,7 @@ class Gateway:
                 return err.response
             if err.kind == "refused" and on_refused is not None:
                 return await on_refused()
+            request[UPSTREAM_FAILED] = True
             if failed is not None:
                 return failed(err.kind)
             return self.pages.gateway_timeout() if err.kind == "timeout" else self.pages.bad_gateway()
@@ -298,6 +306,7 @@ class Gateway:
             session: Session | OriginSession | None = await (
                 self.origin_sessions(request) if owner is not None else self.platform_sessions(request))
         except SessionStoreBusy:
+            self.metrics.refused("busy")
             return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
@@ -336,6 +345,7 @@ class Gateway:
                                                       grant)
         if grant is not None and outcome in (decision.Outcome.FORBIDDEN, decision.Outcome.UNREACHABLE):
             assert visitor is not None
+            self.metrics.refused("no_environment")
             return self.pages.help_nothing_here(name, visitor.login, login)
         if outcome is decision.Outcome.UNREACHABLE:
             # Theirs is a Template this address is not routed to (a collision).
@@ -346,6 +356,7 @@ class Gateway:
             assert session is not None
             return await self_service(request, route, login, session.csrf, pages=self.pages, kube=self.kube)
         if outcome is decision.Outcome.FORBIDDEN:
+            self.metrics.refused("no_environment")
             return self.pages.forbidden(name, login, f"{self.settings.public_url}/auth/logout")
         assert userland is not None
         if outcome is decision.Outcome.SUSPENDED:
@@ -380,6 +391,8 @@ class Gateway:
     def _refusal(self, request: web.Request, outcome: decision.Outcome, route: TemplateRoute,
                  visitor: decision.Visitor | None, owner: str | None) -> web.StreamResponse:
         no_store = {"Cache-Control": "no-store"}
+        if visitor is None:
+            self.metrics.refused("no_session")
         if outcome is decision.Outcome.HANDOFF:
             return web.Response(status=302, headers={"Location": self.handoff_url(request), **no_store})
         if outcome is decision.Outcome.SIGNED_OUT_BACKGROUND:
@@ -388,6 +401,7 @@ class Gateway:
             return web.Response(status=302, headers={"Location": self.login_url(request), **no_store})
         if outcome is decision.Outcome.NOT_YOURS:
             assert visitor is not None and owner is not None and route.host is not None
+            self.metrics.refused("not_yours")
             own = self.own_origin(visitor.login, route.host) + "/"
             return self.pages.not_yours(visitor.login, own, owner)
         if outcome is decision.Outcome.GRANT_ENDED:
@@ -460,8 +474,8 @@ class Gateway:
             if userland.phase not in ("Idle", "Starting", "Pending"):
                 return self.pages.for_phase(userland.phase, name, login, route.storage)
             if counts_as_use(request.method, request.path, route.activity):
-                if asleep:
-                    await self.activity.wake(userland.namespace, userland.name)
+                if asleep and await self.activity.wake(userland.namespace, userland.name):
+                    self.metrics.wake_requested(userland.namespace)
                 elif route.idle_timeout_seconds is not None:
                     # Waiting for it (the waking page's reloads) is using it: a student in a long
                     # wake line must not fall asleep again before their turn.
@@ -473,12 +487,14 @@ class Gateway:
                          websocket: bool, asleep: bool, storage: Storage = "unknown") -> web.StreamResponse:
         """What a request to an environment that is not answering yet gets: a WebSocket is
         closed at once (4503), a page navigation the waking page (200), anything else a 503."""
+        self.metrics.waiting_answer(userland.namespace)
         if websocket:
             return await refuse_websocket(request, f"{name} is not running: reload the page to "
                                                    f"{'wake' if asleep else 'open'} it")
         if not wants_html(request):
             advice = "Open it in the browser to wake it." if asleep else "Try again in a moment."
             state = "asleep" if asleep else "starting"
+            request[NOT_READY] = True  # a designed answer (Retry-After), not a failure
             return self.pages.error(503, f"{name} is {state}", advice, retry=True)
         return self.pages.waking(name, login, steps=userland.progress,
                                  waking=asleep or userland.reason == "Waking", storage=storage)
@@ -501,6 +517,7 @@ class Gateway:
         try:
             session = await self._platform_session(request)
         except SessionStoreBusy:
+            self.metrics.refused("busy")
             return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -37,6 +38,7 @@ class OriginEndpoints:
         self.sessions = sessions
         self.pages = pages
         self.cookie = cookie
+        self.handoffs: Counter[str] = Counter()  # by outcome: ok, expired (/metrics)
 
     async def handle(self, request: web.Request, origin: str) -> web.StreamResponse:
         # GET only: a HEAD (a link checker, a prefetch) must not use up a handoff code.
@@ -51,10 +53,12 @@ class OriginEndpoints:
     async def handoff(self, request: web.Request, origin: str) -> web.StreamResponse:
         redeemed = await self.sessions.redeem(request.query.get("code"), origin)
         if redeemed is None:
+            self.handoffs["expired"] += 1
             return self.pages.error(403, "Sign-in link expired",
                                     "This sign-in link has expired or was already used.",
                                     link_url="/", link_text="Open your environment")
         cookie_id, next_path = redeemed
+        self.handoffs["ok"] += 1
         response = _redirect(safe_path(next_path))
         response.set_cookie(self.cookie, cookie_id, max_age=self.settings.session_ttl_seconds, path="/",
                             secure=self.settings.cookie_secure, httponly=True, samesite="Lax")

@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -37,6 +37,7 @@ from userland.proxy.accesslog import ACCESS_LOGGER, BufferedAccessHandler, buffe
 from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app, create_internal_app
 from userland.proxy.connections import ConnectionLimits, GatewayRunner
 from userland.proxy.gateway import Gateway
+from userland.proxy.metrics import GatewayMetrics, NullGatewayMetrics
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class ServerOptions:
     workers: int = 1
     grace: float = 30.0
     log_level: str = "INFO"
+    # The worker's number (the `worker` label of its metrics); False: count nothing per request.
+    worker: int = 0
+    metrics: bool = True
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -83,7 +87,8 @@ async def serve(settings: Settings, options: ServerOptions, *, reuse_port: bool 
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    app = create_app(settings, kubeconfig=options.kubeconfig)
+    metrics = GatewayMetrics(str(options.worker)) if options.metrics else NullGatewayMetrics()
+    app = create_app(settings, kubeconfig=options.kubeconfig, metrics=metrics)
     access = buffer_access_log()
     flusher = asyncio.create_task(_flush_every(access, 0.25)) if access is not None else None
     try:
@@ -118,6 +123,8 @@ async def _serve(app: web.Application, settings: Settings, options: ServerOption
         await runner.cleanup()
         return 0
     setup.result()
+    counts = runner.counts
+    app[GATEWAY].metrics.attach(connections=lambda: counts)
     # Probes, Prometheus and forward-auth: their own listener, no access log (probes every few
     # seconds would drown it), none of the public listener's routing.
     internal_host, internal_port = split_listen(settings.internal_listen)
@@ -167,12 +174,13 @@ def _supervise(settings: Settings, options: ServerOptions) -> int:
     context = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_worker_main, args=(settings, options), daemon=False)
+    def start(index: int) -> multiprocessing.process.BaseProcess:
+        process = context.Process(target=_worker_main, args=(settings, replace(options, worker=index)),
+                                  daemon=False)
         process.start()
         return process
 
-    workers = [start() for _ in range(options.workers)]
+    workers = [start(index) for index in range(options.workers)]
 
     def on_signal(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -188,7 +196,7 @@ def _supervise(settings: Settings, options: ServerOptions) -> int:
         for index, process in enumerate(workers):
             if not process.is_alive() and not stopping:
                 log.warning("gateway worker exited, restarting", extra={"exitcode": process.exitcode})
-                workers[index] = start()
+                workers[index] = start(index)
         time.sleep(0.5)
     codes = []
     for process in workers:

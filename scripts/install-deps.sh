@@ -4,6 +4,10 @@ set -euo pipefail
 # php-cli: the gateway is tested against PHP's built-in server (close-delimited bodies).
 want=(etcd-server golang-go golang-github-modern-go-reflect2-dev rsync jq openssl curl redis-server
       dpkg-dev make chromium php-cli)
+# Installed without recommends (no node exporter): promtool checks the alert rules, the tests and
+# `make run PROMETHEUS=1` run their own prometheus. (On a machine with systemd, Debian also starts
+# its own service on :9090; `systemctl disable --now prometheus` if you do not want it.)
+lean=(prometheus)
 # kubectl: Debian's kubernetes-client matches the control plane built here (1.20).
 command -v kubectl >/dev/null || want+=(kubernetes-client)
 # A venv-capable Python >= 3.11 (Debian bookworm's python3 is 3.11).
@@ -15,14 +19,25 @@ if [[ ${1:-} == node ]]; then
     options=(--no-install-recommends)
     want=(containerd runc containernetworking-plugins iptables conntrack buildah debootstrap etcd-server
           golang-go golang-github-modern-go-reflect2-dev rsync jq openssl gcc libc6-dev iproute2 procps)
+    lean=()
 fi
-missing=()
-for p in "${want[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "installing Debian packages: ${missing[*]}" >&2
-    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+absent() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+    done
+}
+mapfile -t missing < <(absent "${want[@]}")
+mapfile -t missing_lean < <(absent "${lean[@]}")
+SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+if ((${#missing[@]} + ${#missing_lean[@]})); then
+    echo "installing Debian packages: ${missing[*]} ${missing_lean[*]}" >&2
     $SUDO apt-get update -qq
+fi
+if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
+fi
+if ((${#missing_lean[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing_lean[@]}" \
+        >/dev/null
 fi

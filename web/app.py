@@ -3,6 +3,8 @@
 Behind the gateway only: every page request must carry the gateway's signed identity for the
 `web` audience (platform/identity.py); anything else is a 401 page. Middlewares, outermost
 first:
+0. `measure`: each answer's route, status and time, for /metrics (web/metrics.py; served by the
+   internal app, `create_internal_app`, on a listener of its own, never through the gateway);
 1. `errors`: a dependency that fails (API server, Redis) is a 503 page, anything unexpected a
    500 page; the traceback goes to the log, never to the user;
 2. `security_headers`: CSP without inline code, no framing, no sniffing, on every response;
@@ -14,7 +16,9 @@ Resources (Kubernetes client, Redis) are opened and closed in `cleanup_ctx`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from urllib.parse import urlencode
@@ -24,13 +28,16 @@ import redis.exceptions
 from aiohttp import web
 
 from userland.platform import identity, look
+from userland.platform.exposition import PlatformCollector
 from userland.platform.kube import KubeClient, KubeError
+from userland.platform.redis_pool import MeasuredRedis
 from userland.platform.settings import Settings
 from userland.web import render, security
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
 from userland.web.courses import course_role
 from userland.web.help_monitor import HelpMonitor
+from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
 from userland.web.routes_audit import AUDIT, setup_audit_routes
@@ -50,6 +57,27 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 # names): aiohttp's default of 1,000 fields refused a course of 500 students with two each.
 MAX_FORM_FIELDS = MAX_TARGETS + 100
 _PUBLIC_PATHS = ("/healthz",)
+# The status /metrics counts for a request whose client went away before its answer (nginx's 499).
+CLIENT_GONE = 499
+
+
+@web.middleware
+async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    except asyncio.CancelledError:
+        status = CLIENT_GONE  # the client went away (a live stream's page closed): not our failure
+        raise
+    finally:
+        request.app[WEB_METRICS].observe(route_of(request), request.method, status,
+                                         time.perf_counter() - started)
 
 
 @web.middleware
@@ -200,13 +228,16 @@ async def look_css(request: web.Request) -> web.Response:
 def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig: str | None = None,
                redis_client: redis.asyncio.Redis | None = None) -> web.Application:
     """The web UI. `kube` (not closed here) or `kubeconfig`; `redis_client` likewise."""
-    app = web.Application(middlewares=[errors, security_headers, identity_check, unsafe_requests],
+    app = web.Application(middlewares=[measure, errors, security_headers, identity_check, unsafe_requests],
                           client_max_size=MAX_BODY_BYTES, client_max_fields=MAX_FORM_FIELDS)
     owns_redis = redis_client is None
-    redis_conn = redis_client or redis.asyncio.Redis.from_url(
+    redis_conn = redis_client or MeasuredRedis.from_url(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2, health_check_interval=30)
-    ctx = WebContext(settings=settings, templates=render.make_environment(), redis=redis_conn)
+    metrics = WebMetrics()
+    ctx = WebContext(settings=settings, templates=render.make_environment(), redis=redis_conn,
+                     metrics=metrics)
     app[WEB] = ctx
+    app[WEB_METRICS] = metrics
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
     # follow_symlinks: a strict editable install (make venv) links each file into a link tree;
@@ -225,10 +256,18 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         ctx.kube = client
         state = ClassState(client)
         # Live help cards and the grants that must end (web/help_monitor.py).
-        monitor = HelpMonitor(redis_conn, state, ctx.extras[AUDIT], client)
+        monitor = HelpMonitor(redis_conn, state, ctx.extras[AUDIT], client, metrics)
         await state.start()
         await monitor.start()
         ctx.extras[STATE] = ctx.extras[DIRECTORY] = state
+        metrics.attach(
+            streams=state.notifier.streams,
+            courses=lambda: [watch.status for watch in list(state.watches.values())],
+            course_names=lambda: list(state.watches),
+            platform=lambda: PlatformCollector(
+                kube=lambda: (client,), redis=lambda: (redis_conn,), labels={"component": "web"},
+                informers=lambda: [state.namespaces,
+                                   *(i for watch in list(state.watches.values()) for i in watch.informers)]))
         try:
             yield
         finally:
@@ -241,3 +280,14 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
 
     app.cleanup_ctx.append(resources)
     return app
+
+
+def create_internal_app(app: web.Application) -> web.Application:
+    """/healthz and /metrics of the web UI `app`, for a listener of their own
+    (`USERLAND_INTERNAL_LISTEN`: probes and Prometheus), never reachable through the gateway."""
+    internal = web.Application()
+    internal[WEB] = app[WEB]
+    internal[WEB_METRICS] = app[WEB_METRICS]
+    internal.router.add_get("/healthz", healthz)
+    internal.router.add_get("/metrics", metrics_page)
+    return internal

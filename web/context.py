@@ -14,6 +14,7 @@ from userland.platform.kube import KubeClient
 from userland.platform.settings import Settings
 from userland.web import render
 from userland.web.courses import course_role
+from userland.web.metrics import WebMetrics
 
 IDENTITY = web.RequestKey("userland_identity", Identity)  # the verified identity
 COURSE_DIRECTORY = "userland.course_directory"  # extras key of the course list (web/access.py DIRECTORY)
@@ -25,6 +26,7 @@ class WebContext:
     templates: jinja2.Environment
     redis: redis.asyncio.Redis
     kube: KubeClient | None = None  # set while the application runs (cleanup_ctx)
+    metrics: WebMetrics = field(default_factory=WebMetrics)
     extras: dict[str, Any] = field(default_factory=dict)
 
     def page(self, request: web.Request, name: str, *, status: int = 200, **context: Any) -> web.Response:

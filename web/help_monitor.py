@@ -30,6 +30,7 @@ from userland.platform.redis_pool import cancelling
 from userland.web.audit import AuditLog
 from userland.web.courses import grant_still_allowed
 from userland.web.help_records import SYSTEM_ACTOR, record_grant
+from userland.web.metrics import WebMetrics
 from userland.web.state import ClassState
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,10 @@ SWEEP_SECONDS = 15.0
 
 class HelpMonitor:
     def __init__(self, client: redis.asyncio.Redis, state: ClassState, audit: AuditLog,
-                 kube: KubeClient | None, *, sweep_seconds: float = SWEEP_SECONDS) -> None:
+                 kube: KubeClient | None, metrics: WebMetrics | None = None, *,
+                 sweep_seconds: float = SWEEP_SECONDS) -> None:
         self.redis = client
+        self.metrics = metrics
         self.state = state
         self.grants = GrantStore(client)
         self.audit = audit
@@ -131,6 +134,8 @@ class HelpMonitor:
             watch = self.state.watch(namespace)
             for grant in await self.grants.claim_expired(namespace):
                 over.append(grant)
+                if self.metrics is not None:
+                    self.metrics.help_ended(namespace, "expired")
                 row = watch.row(grant.student) if watch is not None else None
                 await record_grant(self.audit, self.kube, grant, row, actor=SYSTEM_ACTOR, actor_role="system",
                                    started=False)
@@ -142,6 +147,8 @@ class HelpMonitor:
                 if ended is None:
                     continue  # ended elsewhere meanwhile
                 over.append(ended)
+                if self.metrics is not None:
+                    self.metrics.help_ended(namespace, reason)
                 log.info("help grant ended", extra={"event": "help.revoked", "course": namespace,
                                                     "login": ended.staff, "student": ended.student,
                                                     "reason": reason})

@@ -78,6 +78,10 @@ class Notifier:
     def subscribers(self, course: str) -> int:
         return len(self._subscribers.get(course, ()))
 
+    def streams(self) -> int:
+        """Subscriptions open in every course (the live streams, for /metrics)."""
+        return sum(len(subs) for subs in self._subscribers.values())
+
     def close_all(self) -> None:
         """Shutdown: every stream ends cleanly."""
         for subs in self._subscribers.values():

@@ -137,6 +137,7 @@ async def add_submit(request: web.Request) -> web.StreamResponse:
     await ctx.redis.ping()  # the audit log must be able to record what follows (else 503, nothing done)
     assert ctx.kube is not None
     results = await actions.add_students(ctx.kube, course.namespace, chosen, rows, actor=who.login)
+    ctx.metrics.actions_done(course.namespace, "add", (r.outcome for r in results))
     summary = actions.summarize(results)
     added = sorted({_environment_words(r, templates) for r in results if r.outcome == "created"})
     audited = await record_action(request, course, role, "add", added, summary)
@@ -226,6 +227,7 @@ async def course_action(request: web.Request) -> web.StreamResponse:
     results = _named(results, chosen.targets)
     results += [actions.RowResult(login=name, template="", outcome="missing",
                                   detail="no such environment in this course") for name in chosen.missing]
+    ctx.metrics.actions_done(course.namespace, action, (r.outcome for r in results))
     summary = actions.summarize(results) if results else "nothing to do"
     # The Templates' display names, as the dashboard and the add results show them (one list).
     templates = await _templates(ctx, course.namespace) if results else {}

@@ -169,62 +169,68 @@ async def _stream(request: web.Request, ctx: WebContext, course: Course, role: C
     helps = may(role, "help")
     help_shown = time.monotonic()  # the page rendered the card just now
     help_waiting = True  # whether the card shows anyone waiting (their waited time ages)
-    with state.notifier.subscribe(namespace) as subscription:
-        await response.write(b"retry: 3000\n: connected\n\n")
-        quiet = 0.0
-        while True:
-            # Woken at least every LIVENESS_SECONDS: a client that went away frees its place in
-            # the per-user quota within that time, not at the next heartbeat's failed write.
-            keys = await subscription.next(LIVENESS_SECONDS)
-            if keys is None:
-                break  # shutting down
-            if request.transport is None or request.transport.is_closing():
-                break  # the client went away
-            if helps and (HELP_KEY in keys or "*" in keys or (
-                    help_waiting and time.monotonic() - help_shown >= HELP_REFRESH_SECONDS)):
-                # The card changed (any replica announces it), or its "waiting 4 min" has aged.
-                card_course = state.course(namespace) or course
-                help_shown = time.monotonic()
-                try:
-                    view = await queue_view(request, card_course, role, watch.rows(), time.time())
-                except (redis.exceptions.RedisError, OSError) as err:
-                    log.warning("help card not updated", extra={"course": namespace,
-                                                                "error": type(err).__name__})
-                else:
-                    card = render_card(ctx, card_course, view, csrf)
-                    await response.write(f"event: help\ndata: {json.dumps({'html': card})}\n\n".encode())
-                    help_waiting = bool(view.waiting)
-                keys = keys - {HELP_KEY}
+    try:
+        with state.notifier.subscribe(namespace) as subscription:
+            await response.write(b"retry: 3000\n: connected\n\n")
+            quiet = 0.0
+            while True:
+                # Woken at least every LIVENESS_SECONDS: a client that went away frees its place in
+                # the per-user quota within that time, not at the next heartbeat's failed write.
+                keys = await subscription.next(LIVENESS_SECONDS)
+                if keys is None:
+                    break  # shutting down
+                if request.transport is None or request.transport.is_closing():
+                    break  # the client went away
+                if helps and (HELP_KEY in keys or "*" in keys or (
+                        help_waiting and time.monotonic() - help_shown >= HELP_REFRESH_SECONDS)):
+                    # The card changed (any replica announces it), or its "waiting 4 min" has aged.
+                    card_course = state.course(namespace) or course
+                    help_shown = time.monotonic()
+                    try:
+                        view = await queue_view(request, card_course, role, watch.rows(), time.time())
+                    except (redis.exceptions.RedisError, OSError) as err:
+                        log.warning("help card not updated", extra={"course": namespace,
+                                                                    "error": type(err).__name__})
+                    else:
+                        card = render_card(ctx, card_course, view, csrf)
+                        await response.write(f"event: help\ndata: {json.dumps({'html': card})}\n\n".encode())
+                        help_waiting = bool(view.waiting)
+                    keys = keys - {HELP_KEY}
+                    if not keys:
+                        continue
                 if not keys:
+                    quiet += LIVENESS_SECONDS
+                    if quiet >= HEARTBEAT_SECONDS:
+                        quiet = 0.0
+                        await response.write(b": heartbeat\n\n")
                     continue
-            if not keys:
-                quiet += LIVENESS_SECONDS
-                if quiet >= HEARTBEAT_SECONDS:
-                    quiet = 0.0
-                    await response.write(b": heartbeat\n\n")
-                continue
-            current = state.watch(namespace)
-            now_course = state.course(namespace)
-            # The course is gone, or the viewer is no longer its staff: the stream ends here.
-            if current is None or now_course is None or course_role(who, now_course) is None:
-                await response.write(b"event: gone\ndata: {}\n\n")
-                break
-            watch = current
-            now = time.time()
-            selection = dashboard.select(watch.rows(), query, now)
-            order = [r.login for r in selection.rows]
-            context = _row_context(ctx, course, role, now)
-            send = {r.login: r for r in selection.rows
-                    if "*" in keys or r.login in keys or r.login not in visible}
-            rows = {login: render_row(ctx, row, context, csrf) for login, row in send.items()}
-            visible = order
-            payload = {"rows": rows, "order": order, "matched": selection.matched, "total": selection.total,
-                       "environments": selection.shown_environments,
-                       "matched_environments": selection.matched_environments, "filtered": query.filtered,
-                       "counts": [[dashboard.badge_class(k), dashboard.PHASE_WORDS.get(k, k), v]
-                                  for k, v in sorted(selection.counts.items())]}
-            data = json.dumps(payload, separators=(",", ":"))
-            await response.write(f"event: rows\ndata: {data}\n\n".encode())
+                current = state.watch(namespace)
+                now_course = state.course(namespace)
+                # The course is gone, or the viewer is no longer its staff: the stream ends here.
+                if current is None or now_course is None or course_role(who, now_course) is None:
+                    await response.write(b"event: gone\ndata: {}\n\n")
+                    break
+                watch = current
+                now = time.time()
+                selection = dashboard.select(watch.rows(), query, now)
+                order = [r.login for r in selection.rows]
+                context = _row_context(ctx, course, role, now)
+                send = {r.login: r for r in selection.rows
+                        if "*" in keys or r.login in keys or r.login not in visible}
+                rows = {login: render_row(ctx, row, context, csrf) for login, row in send.items()}
+                visible = order
+                payload = {"rows": rows, "order": order, "matched": selection.matched,
+                           "total": selection.total, "environments": selection.shown_environments,
+                           "matched_environments": selection.matched_environments,
+                           "filtered": query.filtered,
+                           "counts": [[dashboard.badge_class(k), dashboard.PHASE_WORDS.get(k, k), v]
+                                      for k, v in sorted(selection.counts.items())]}
+                data = json.dumps(payload, separators=(",", ":"))
+                await response.write(f"event: rows\ndata: {data}\n\n".encode())
+    except ConnectionResetError:
+        # The viewer closed the page while a row was being written: the stream simply ends (not
+        # a failure of the web UI, which /metrics and the logs would otherwise count).
+        pass
     return response
 
 

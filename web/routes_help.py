@@ -82,6 +82,8 @@ async def ask(request: web.Request) -> web.StreamResponse:
                          "or tell your course's staff in person.")
     log.info("help asked", extra={"event": "help.ask", "course": course.namespace, "login": who.login,
                                   "new": opened})
+    if opened:
+        ctx.metrics.help_asked(course.namespace)
     return _see_other(f"/me#help-{course.namespace}")
 
 
@@ -108,6 +110,7 @@ async def student_end(request: web.Request) -> web.StreamResponse:
         return _see_other(f"/me#help-{course.namespace}")
     ended = await services.grants.end(grant.id, by=who.login, reason="student")
     if ended is not None:
+        ctx.metrics.help_ended(course.namespace, "student")
         await record_grant(audit_log(request), ctx.kube, ended, row, actor=who.login, actor_role="student",
                            started=False)
     return _see_other(f"/me#help-{course.namespace}")
@@ -163,6 +166,8 @@ async def join(request: web.Request) -> web.StreamResponse:
     if made:
         log.info("help joined", extra={"event": "help.join", "course": course.namespace, "login": who.login,
                                        "student": student, "basis": grant.basis})
+        ctx.metrics.help_granted(course.namespace, grant.basis,
+                                 None if taken is None else grant.started - taken.asked)
         await record_grant(audit_log(request), ctx.kube, grant, row, actor=who.login, actor_role=role,
                            started=True)
     return _see_other(helping)
@@ -203,6 +208,7 @@ async def done(request: web.Request) -> web.StreamResponse:
     ended = await services.grants.end(grant.id, by=who.login, reason="done" if grant.staff == who.login
                                       else "ended")
     if ended is not None:
+        ctx.metrics.help_ended(course.namespace, ended.end_reason)
         watch = await course_watch(request, course)
         await record_grant(audit_log(request), ctx.kube, ended, watch.row(ended.student), actor=who.login,
                            actor_role=role, started=False)

@@ -111,6 +111,8 @@ CONDITION_WORDS = {"TemplateNotFound": "its template does not exist yet",
                    "ProgressDeadlineExceeded": "it did not start in time",
                    "StartTimeout": TIMEOUT,
                    "Waking": "waking up",
+                   # A start that waits on the cluster (operator/progress.py BLOCKED_REASONS).
+                   "QuotaExceeded": QUOTA, "StorageUnavailable": STORAGE, "Unschedulable": ROOM,
                    **WAITING_WORDS}
 # What a student reads on /me: staff read the words above and the cluster's details; a student
 # gets the same facts without cluster or platform words ("image", "template", "quota").
@@ -131,7 +133,10 @@ STUDENT_CONDITION_WORDS = {"TemplateNotFound": "your course has not finished set
                            "ProgressDeadlineExceeded": "it did not start in time",
                            "Waking": "waking up",
                            **{reason: STUDENT_PROBLEM_WORDS[w] for reason, w in WAITING_WORDS.items()},
-                           "StartTimeout": STUDENT_PROBLEM_WORDS[TIMEOUT]}
+                           "StartTimeout": STUDENT_PROBLEM_WORDS[TIMEOUT],
+                           **{reason: STUDENT_PROBLEM_WORDS[words] for reason, words in (
+                               ("QuotaExceeded", QUOTA), ("StorageUnavailable", STORAGE),
+                               ("Unschedulable", ROOM))}}
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from userland.platform.addresses import split_listen
 from userland.platform.settings import Settings
-from userland.web.app import create_app
+from userland.web.app import create_app, create_internal_app
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,23 @@ async def serve(settings: Settings, options: WebOptions) -> None:
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
     await site.start()
-    log.info("web UI listening", extra={"address": f"{options.host}:{options.port}"})
+    # Probes and Prometheus: a listener of their own, which the gateway never forwards to.
+    internal = web.AppRunner(create_internal_app(app), access_log=None, handle_signals=False)
+    await internal.setup()
+    internal_host, internal_port = split_listen(settings.internal_listen)
+    try:
+        await web.TCPSite(internal, internal_host, internal_port, reuse_address=True).start()
+    except OSError as err:  # said as the address it is (cli/main.py prints it)
+        await internal.cleanup()
+        await runner.cleanup()
+        where = f"{settings.internal_listen} (USERLAND_INTERNAL_LISTEN)"
+        raise OSError(err.errno, err.strerror, where) from None
+    log.info("web UI listening", extra={"address": f"{options.host}:{options.port}",
+                                        "internal_listen": settings.internal_listen})
     try:
         await asyncio.Event().wait()
     finally:
+        await internal.cleanup()
         await runner.cleanup()
 
 

@@ -90,6 +90,9 @@ async def test_a_pool_that_stays_full_is_busy_not_down(pool_of: Callable[..., re
         await RedisSessionStore(client, 60).load("x" * 43)
     await asyncio.gather(*held)
     assert await client.get("userland-test:x") is None  # free again
+    # Counted for /metrics as "busy", not as Redis failing.
+    stats = client.stats  # type: ignore[attr-defined]
+    assert stats.errors == {"busy": 2}
 
 
 async def test_anonymous_work_has_a_bounded_share_per_client_and_in_all(
@@ -123,5 +126,21 @@ async def test_a_dead_redis_is_unavailable_not_busy(pool_of: Callable[..., redis
         assert not isinstance(caught.value, PoolExhausted)
         with pytest.raises(SessionStoreUnavailable):
             await RedisSessionStore(client, 60).load("x" * 43)
+        assert client.stats.errors == {"connection": 2}  # type: ignore[attr-defined]
     finally:
         await client.aclose()
+
+
+async def test_round_trips_are_timed_a_pipeline_as_one(pool_of: Callable[..., redis.asyncio.Redis]) -> None:
+    client = pool_of()
+    await client.set("userland-test:timed", "1")
+    assert await client.get("userland-test:timed") == b"1"
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.get("userland-test:timed")
+        pipe.delete("userland-test:timed")
+        assert await pipe.execute() == [b"1", 1]
+    with pytest.raises(redis.exceptions.ResponseError):
+        await client.execute_command("NO-SUCH-COMMAND")
+    stats = client.stats  # type: ignore[attr-defined]
+    assert stats.latency.count == 4 and 0 < stats.latency.sum < 8
+    assert stats.errors == {"error": 1}

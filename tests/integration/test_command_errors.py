@@ -114,5 +114,10 @@ def test_the_operator_on_an_address_in_use(control_plane: Any, home: Path, taken
 
 def test_the_web_ui_on_an_address_in_use(control_plane: Any, home: Path, taken_port: int) -> None:
     result = run("web", "--kubeconfig", str(control_plane.kubeconfig), "--listen", f"127.0.0.1:{taken_port}",
-                 home=home)
+                 home=home, env={"USERLAND_INTERNAL_LISTEN": "127.0.0.1:0"})
     one_clear_line(result, f"userland web: cannot serve on 127.0.0.1:{taken_port}", "in use")
+    # Its internal listener (/healthz, /metrics) names itself.
+    result = run("web", "--kubeconfig", str(control_plane.kubeconfig), "--listen", "127.0.0.1:0",
+                 home=home, env={"USERLAND_INTERNAL_LISTEN": f"127.0.0.1:{taken_port}"})
+    one_clear_line(result, f"userland web: cannot serve on 127.0.0.1:{taken_port} (USERLAND_INTERNAL_LISTEN)",
+                   "in use")

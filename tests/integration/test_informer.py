@@ -60,6 +60,8 @@ async def test_a_watch_from_an_expired_version_relists_and_loses_nothing(
     try:
         await asyncio.wait_for(informer.wait_synced(), 20)
         assert informer.relists == 1
+        # Counted for /metrics: the expired watch, and the relist it took.
+        assert informer.watch_stats.restarts["expired"] == 1 and informer.watch_stats.relists == 1
         names = {name for (_, name) in informer.object_keys()}
         assert {f"cm-{j}" for j in range(150)} <= names
         # Watching resumed after the relist: a new object still arrives.
@@ -222,7 +224,9 @@ async def test_a_watch_that_stops_delivering_without_closing_is_noticed_and_reli
     proxy = StallingProxy((parts.hostname or "127.0.0.1", parts.port or 443))
     await proxy.start()
     access.host = f"https://{parts.hostname}:{proxy.port}"
-    through_proxy = KubeClient(access)
+    # Its idle connections last 1 s, under this test's stall bound as 15 s are under the real one
+    # (75 s): the proxy stalls every connection open at that moment, idle pooled ones too.
+    through_proxy = KubeClient(access, keepalive_timeout=1.0)
     # Quiet for at most 2 s (the watch's own timeout) + 1 s of grace: then it is stalled.
     informer = Informer(through_proxy, CONFIGMAPS, [namespace], watch_timeout=2, stall_grace=1)
     task = asyncio.create_task(informer.run())

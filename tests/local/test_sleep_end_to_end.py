@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -27,7 +25,7 @@ import aiohttp
 import pytest
 
 from tests.support import free_port
-from tests.support.make_run import HTML, browser, read_until_ready, sign_in
+from tests.support.make_run import HTML, browser, sign_in, userland_local
 from userland.platform import naming
 from userland.platform.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.models import parse_time
@@ -48,24 +46,8 @@ async def platform(tmp_path: Path) -> AsyncIterator[tuple[int, Path]]:
     port = free_port()
     os.chmod(tmp_path, 0o755)
     state_dir = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("USERLAND_GITHUB")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
-        "--state-dir", str(state_dir), "--students", "teacher",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-        start_new_session=True)
-    lines: list[str] = []
-    try:
-        await asyncio.wait_for(read_until_ready(process, lines), 120)
+    async with userland_local(port, state_dir, "--students", "teacher"):
         yield port, state_dir
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(process.wait(), 60)
-            except TimeoutError:
-                os.killpg(process.pid, signal.SIGKILL)
-                raise
 
 
 async def napper_template(kube: KubeClient) -> None:

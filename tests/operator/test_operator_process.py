@@ -100,8 +100,26 @@ async def test_two_operators_one_leader_and_takeover_after_a_crash(
     await cluster.create_userland("ann", "vscode")
     await eventually(lambda: exists(kube, DEPLOYMENTS, namespace, "vscode-ann"), timeout=30)
     _, metrics = await leader.get("/metrics")
-    assert 'userland_operator_api_writes_total{kind="Deployment",verb="create"} 1.0' in metrics
-    assert "userland_operator_reconcile_duration_seconds_bucket" in metrics
+    # The Deployment's create, and the Template's server-side dry run (a create too).
+    created = 'code="201",component="operator",resource="Deployment",verb="create"'
+    assert f"userland_kube_requests_total{{{created}}} 2.0" in metrics
+    # The environment figures come from the leader only: the standby's caches hold the same
+    # objects, and a sum over both would count every environment twice.
+    starting = f'userland_environments{{course="{namespace}",phase="Starting",template="vscode"}} 1.0'
+
+    async def counted() -> bool:
+        return starting in (await leader.get("/metrics"))[1]
+
+    await eventually(counted, timeout=60)  # once its status (Starting) came back through the watch
+    # Reconciles are timed as they finish.
+
+    async def timed() -> bool:
+        return "userland_operator_reconcile_duration_seconds_bucket" in (await leader.get("/metrics"))[1]
+
+    await eventually(timed, timeout=60)
+    _, standby_metrics = await standby.get("/metrics")
+    assert "userland_operator_leader 0.0" in standby_metrics
+    assert "userland_environments{" not in standby_metrics
 
     leader.proc.send_signal(signal.SIGKILL)  # a crash: the lease is not released
     leader.proc.wait()

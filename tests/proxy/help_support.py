@@ -30,6 +30,7 @@ from userland.platform.sessions import RedisSessionStore, Session
 from userland.platform.settings import Settings
 from userland.web import security
 from userland.web.app import create_app as create_web_app
+from userland.web.app import create_internal_app
 
 from .conftest import (
     IDE_HOST,
@@ -63,6 +64,7 @@ async def make_course(kube: KubeClient, namespace: str, *, instructors: str = "t
 class Lab:
     gw: TestClient[Any, Any]
     web_url: str
+    web_internal_url: str  # the web UI's /metrics (its internal listener)
     namespace: str
     redis_url: str
     kube: KubeClient
@@ -118,6 +120,10 @@ class Lab:
         ns = namespace or self.namespace
         return await self.post(staff, f"/courses/{ns}/help/join", {"student": student},
                                token_from=f"/courses/{ns}")
+
+    async def web_metrics(self) -> str:
+        async with aiohttp.ClientSession() as http, http.get(f"{self.web_internal_url}/metrics") as response:
+            return await response.text()
 
     async def wait_for_course(self, login: str, namespace: str | None = None) -> None:
         path = f"/courses/{namespace or self.namespace}"
@@ -180,8 +186,12 @@ async def start_lab(*, kube: KubeClient, namespace: str, redis_url: str, world: 
     await server.start_server()
     servers.append(server)
     web_url = f"http://127.0.0.1:{server.port}"
+    internal = TestServer(create_internal_app(web_app), host="127.0.0.1")
+    await internal.start_server()
+    servers.append(internal)
     gw = await gateway_factory(web_url=web_url, namespaces=(namespace, *also_watch))
-    lab = Lab(gw=gw, web_url=web_url, namespace=namespace, redis_url=redis_url, kube=kube, echoes=echoes)
+    lab = Lab(gw=gw, web_url=web_url, web_internal_url=f"http://127.0.0.1:{internal.port}",
+              namespace=namespace, redis_url=redis_url, kube=kube, echoes=echoes)
     for login in ("alice", "bob", "tina", "teacher", "mallory"):
         await lab.sign_in(login)
     await lab.wait_for_course("teacher")

@@ -118,6 +118,14 @@ async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab
     counted = dict(re.findall(line, metrics, re.M))
     assert float(counted["admitted"]) >= 2 and float(counted["ended"]) >= 3, counted
 
+    # So did the web UI, by course: one ask, one grant on request after a wait, one end by her.
+    web = await lab.web_metrics()
+    course = f'course="{lab.namespace}"'
+    assert f"userland_web_help_asks_total{{{course}}} 1.0" in web
+    assert f'userland_web_help_grants_total{{basis="request",{course}}} 1.0' in web
+    assert f'userland_web_help_ends_total{{{course},end="student"}} 1.0' in web
+    assert f"userland_web_help_wait_seconds_count{{{course}}} 1.0" in web
+
     # alice sees who had access; the course's audit log and the Userland's Events say it too.
     me = await lab.page("alice", "/me")
     assert "Who had access" in me and "tina, assistant" in me and "ended by you" in me

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from tests.support.metrics import Samples, parse
 from userland.proxy.metrics import GatewayMetrics
 
 
-def samples(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found = {}
-    for family in text_string_to_metric_families(metrics.render().decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+def samples(metrics: GatewayMetrics) -> Samples:
+    return parse(metrics.render().decode())
 
 
 def test_requests_by_class_and_the_latency_histogram() -> None:
@@ -47,3 +42,18 @@ def test_websockets_and_upstream_errors() -> None:
     found = samples(metrics)
     assert found[("userland_gateway_websockets_active", (("worker", "w2"),))] == 1
     assert found[("userland_gateway_upstream_errors_total", (("kind", "refused"), ("worker", "w2")))] == 1
+
+
+def test_every_upstream_error_kind_has_its_series_from_the_start() -> None:
+    import re
+    from pathlib import Path
+
+    from userland.proxy.metrics import UPSTREAM_ERROR_KINDS
+
+    proxy = Path(__file__).resolve().parents[2] / "proxy"
+    raised = {kind for path in proxy.glob("*.py")
+              for kind in re.findall(r'UpstreamError\("(\w+)"', path.read_text())}
+    assert raised and raised <= set(UPSTREAM_ERROR_KINDS)
+    found = samples(GatewayMetrics("w3"))
+    for kind in UPSTREAM_ERROR_KINDS:
+        assert found[("userland_gateway_upstream_errors_total", (("kind", kind), ("worker", "w3")))] == 0

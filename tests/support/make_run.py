@@ -8,7 +8,10 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import socket
+import sys
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,32 @@ async def read_until_ready(process: asyncio.subprocess.Process, lines: list[str]
         lines.append(raw.decode())
         if raw.startswith(b"Ready."):
             return
+
+
+@contextlib.asynccontextmanager
+async def userland_local(port: int, state_dir: Path, *args: str, env: Mapping[str, str] | None = None,
+                         ready_within: float = 120) -> AsyncIterator[str]:
+    """`userland local` (what `make run` starts) on `port`, until it says Ready; yields its banner.
+    Stopped as Ctrl-C stops it (SIGINT), and killed with its group if it does not stop in a minute.
+    GitHub credentials of the caller's environment are left out (the development login)."""
+    environment = {k: v for k, v in (os.environ if env is None else env).items()
+                   if not k.startswith("USERLAND_GITHUB")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
+        "--state-dir", str(state_dir), *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, env=environment, start_new_session=True)
+    lines: list[str] = []
+    try:
+        await asyncio.wait_for(read_until_ready(process, lines), ready_within)
+        yield "".join(lines)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), 60)
+            except TimeoutError:
+                os.killpg(process.pid, signal.SIGKILL)
+                raise
 
 
 class LoopbackResolver(aiohttp.abc.AbstractResolver):

@@ -272,7 +272,9 @@ def test_network_policies(rendered: list[dict[str, Any]]) -> None:
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     gateway = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "userland-gateway"}}}
     web = find(rendered, "NetworkPolicy", "userland-web")["spec"]["ingress"]
-    assert web == [{"from": [gateway], "ports": [{"protocol": "TCP", "port": 8080}]}]
+    # Pages only from the gateway; health and metrics (its internal port) for a Prometheus.
+    assert web == [{"from": [gateway], "ports": [{"protocol": "TCP", "port": 8080}]},
+                   {"ports": [{"protocol": "TCP", "port": 8081}]}]
     redis = find(rendered, "NetworkPolicy", "userland-redis")["spec"]["ingress"]
     assert gateway in redis[0]["from"]
     assert len(redis[0]["from"]) == 2

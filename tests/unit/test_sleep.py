@@ -103,13 +103,16 @@ def test_lecture_times_stay_local_across_a_daylight_saving_change() -> None:
 
 def test_the_wake_rate_is_fair_and_keeps_each_place() -> None:
     now = [100.0]
-    rate = WakeRate(4.0, 2, clock=lambda: now[0])
+    turns: list[tuple[object, float]] = []
+    rate = WakeRate(4.0, 2, clock=lambda: now[0], on_turn=lambda key, waited: turns.append((key, waited)))
     waits = [rate.wait(k) for k in "abcdef"]
     assert waits == [0.0, 0.0, 0.25, 0.5, 0.75, 1.0]
     # Asked again before its turn, a key keeps its place in the line.
     now[0] += 0.5  # two tokens back
     assert rate.wait("e") == pytest.approx(0.25) and rate.wait("c") == 0.0
-    assert rate.waiting == 3  # d, e, f
+    assert rate.waiting == 3 and list(rate.keys()) == ["d", "e", "f"]
+    # How long each waited for its turn, from when it first asked (for /metrics).
+    assert turns == [("a", 0.0), ("b", 0.0), ("c", 0.5)]
     # One that leaves the line before its turn takes no token: those behind move up.
     rate.done("d")
     assert rate.wait("e") == 0.0 and rate.wait("f") == pytest.approx(0.25)

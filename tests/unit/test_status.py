@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from userland.operator.progress import FINAL_REASONS
+from userland.operator.progress import FINAL_REASONS, trim_pod
 from userland.operator.sleep import Verdict
 from userland.operator.status import (
     Problem,
@@ -193,18 +193,23 @@ PRECEDENCE = [
     ("final", "Failed", "ImagePullBackOff"),
     ("stuck", "Failed", "ProgressDeadlineExceeded"),
     ("late", "Failed", "StartTimeout"),
+    ("blocked", "Starting", "QuotaExceeded"),
 ]
+QUOTA_REFUSED = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                 "message": 'pods "x" is forbidden: exceeded quota: course, requested: pods=1'}
 PROBLEMS = [None, Problem("TemplateNotFound", "no Template yet", phase="Pending"),
             Problem("InvalidTemplate", "the Template has a mistake")]
 
 
 def _case(suspended: bool, problem: Problem | None, asleep: bool, waking: bool, available: bool,
-          final: bool, stuck: bool, late: bool) -> dict[str, Any]:
-    deployment: dict[str, Any] = {"status": {}}
+          final: bool, stuck: bool, late: bool, blocked: bool) -> dict[str, Any]:
+    deployment: dict[str, Any] = {"status": {"conditions": []}}
     if available:
         deployment["status"]["availableReplicas"] = 1
     if stuck:
-        deployment["status"]["conditions"] = STUCK["status"]["conditions"]
+        deployment["status"]["conditions"] += STUCK["status"]["conditions"]
+    if blocked:
+        deployment["status"]["conditions"].append(QUOTA_REFUSED)
     pod = _pod(waiting="ImagePullBackOff" if final else "ContainerCreating",
                created=OLD_POD_CREATED if late else NEW_POD_CREATED)
     verdict = Verdict(asleep=asleep, cause="visit")
@@ -215,7 +220,7 @@ def _case(suspended: bool, problem: Problem | None, asleep: bool, waking: bool, 
 
 @pytest.mark.parametrize("states", list(itertools.product(
     [False, True], PROBLEMS, [False, True], [False, True], [False, True], [False, True], [False, True],
-    [False, True])), ids=lambda states: "-".join(
+    [False, True], [False, True])), ids=lambda states: "-".join(
         name for name, on in zip([p[0] for p in PRECEDENCE], states, strict=True) if on) or "nothing")
 def test_every_combination_follows_the_precedence(states: tuple[Any, ...]) -> None:
     status = _case(*states)
@@ -298,3 +303,35 @@ def test_an_unreadable_spec_is_failed_and_keeps_its_transition_time() -> None:
     assert again["conditions"][0]["lastTransitionTime"] == T0
     assert not status_changed(first, invalid_userland_status({**obj, "status": first}, "spec.user is missing",
                                                              now=T1))
+
+
+def _scheduler_says(message: str) -> dict[str, Any]:
+    pod = _pod()
+    pod["status"]["conditions"].append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": message})
+    return pod
+
+
+@pytest.mark.parametrize(("message", "reason", "words"), [
+    ("0/3 nodes are available: 3 pod has unbound immediate PersistentVolumeClaims.", "StorageUnavailable",
+     "its storage cannot be attached"),
+    ("0/3 nodes are available: 3 Insufficient memory.", "Unschedulable", "not enough room in the cluster"),
+])
+def test_a_pod_the_scheduler_cannot_place_says_what_the_start_waits_for(message: str, reason: str,
+                                                                       words: str) -> None:
+    # What the operator keeps of the Pod (trim_pod) is enough to tell.
+    status = userland_status(_userland(), _template({"host": "ide.example.edu"}), {"status": {}}, None,
+                             public_url="https://u.example.edu", now=NOW,
+                             pod=trim_pod(_scheduler_says(message)), start_timeout=600)
+    ready = status["conditions"][0]
+    assert (status["phase"], ready["reason"]) == ("Starting", reason)
+    assert ready["message"] == f"vscode is waiting to start: {words} ({message})"
+
+
+def test_a_quota_refusal_says_so_and_other_refusals_do_not() -> None:
+    other = {**QUOTA_REFUSED, "message": 'pods "x" is forbidden: violates PodSecurity "restricted"'}
+    for condition, reason in ((QUOTA_REFUSED, "QuotaExceeded"), (other, "Starting")):
+        status = userland_status(_userland(), _template({"host": "ide.example.edu"}),
+                                 {"status": {"conditions": [condition]}}, None,
+                                 public_url="https://u.example.edu", now=NOW, start_timeout=600)
+        assert (status["phase"], status["conditions"][0]["reason"]) == ("Starting", reason)
