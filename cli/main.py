@@ -74,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
     wb.add_argument("--kubeconfig", default=None,
                     help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
 
+    st = sub.add_parser("store", help="run the assignment store (sources, students' copies, feedback)")
+    st.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on")
+    st.add_argument("--data", default="/var/lib/userland-store",
+                    help="folder holding everything (a ReadWriteOnce volume in a cluster)")
+
+    sub.add_parser("assignment-work", help="what an assignment's worker Pod runs (the operator makes them; "
+                                           "USERLAND_JOB, USERLAND_JOB_TOKEN, USERLAND_STORE_URL)")
+
     lo = sub.add_parser("local", help="the whole platform on this machine (make run); Ctrl-C stops it all")
     lo.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
     lo.add_argument("--state-dir", default=None, help="state and logs (default: .run/ in the checkout)")
@@ -140,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level)
     if args.command == "local":
         return _local(args)
+    if args.command == "assignment-work":
+        from userland.coursework.worker import main as work
+
+        return work()
     try:
         settings = Settings.from_env()
     except SettingsError as err:
@@ -181,6 +193,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serving(args, lambda: run_gateway(settings, ServerOptions(
             host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
             grace=max(0.0, args.grace), log_level=args.log_level)))
+    if args.command == "store":
+        from pathlib import Path
+
+        from userland.coursework.store_main import ServeOptions, run_store
+        from userland.proxy.server import parse_listen
+
+        try:
+            settings.require("store_secret")
+            host, port = parse_listen(args.listen)
+        except (SettingsError, ValueError) as err:
+            print(f"userland: {err}", file=sys.stderr)
+            return 2
+        return _serving(args, lambda: run_store(settings, ServeOptions(host, port, Path(args.data))))
     if args.command == "web":
         from userland.proxy.server import parse_listen
         from userland.web.server import WebOptions, run_web

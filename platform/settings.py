@@ -194,6 +194,21 @@ class Settings:
     # also at most a quarter of the Template's idleTimeout, so a short timeout is still honoured.
     activity_redis_seconds: float = 60.0
     activity_api_seconds: float = 300.0
+    # Assignments (docs/assignments.md). The store the operator, the web UI and worker Pods use,
+    # and the secret the operator signs jobs (and the web UI its requests) with.
+    store_url: str = "http://userland-store.userland-system.svc:8080"
+    store_secret: str = field(default="", repr=False)
+    # The image of worker Pods: empty means the operator's own (read from its Pod at start).
+    worker_image: str = ""
+    # Students' environments per worker Pod (one Pod per batch, per Template and node).
+    assignment_batch: int = 20
+    # Collection Pods are made this long before a deadline, so the copy is taken at it.
+    collect_lead_seconds: float = 60.0
+    # A source past these is refused with a message; so is a student's folder at collection.
+    source_max_files: int = 10_000
+    source_max_mb: int = 500
+    folder_max_files: int = 20_000
+    folder_max_mb: int = 500
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, required: Iterable[str] = ()) -> Settings:
@@ -213,10 +228,12 @@ class Settings:
             "LEASE_NAMESPACE",
             "LEASE_NAME",
             "GATEWAY_NAMESPACE",
+            "STORE_SECRET",
+            "WORKER_IMAGE",
         ):
             if (text := get(key)) is not None:
                 values[key.lower()] = text.strip()
-        for key in ("GITHUB_URL", "GITHUB_API_URL", "PUBLIC_URL", "WEB_URL"):
+        for key in ("GITHUB_URL", "GITHUB_API_URL", "PUBLIC_URL", "WEB_URL", "STORE_URL"):
             if (text := get(key)) is not None:
                 values[key.lower()] = _url(f"USERLAND_{key}", text.strip())
         for key in ("NAMESPACES", "ALLOWED_ORGS", "ADMINS", "INSTRUCTORS"):
@@ -262,7 +279,9 @@ class Settings:
             values["session_ttl_seconds"] = _int("USERLAND_SESSION_TTL_SECONDS", text, minimum=60)
         for key, minimum in (("MAX_HEADER_BYTES", 1024), ("MAX_CONNECTIONS_PER_CLIENT", 0),
                              ("MAX_WEBSOCKETS_PER_USER", 0), ("LOGIN_RATE_PER_MINUTE", 1),
-                             ("MAX_STREAMS_PER_USER", 0)):
+                             ("MAX_STREAMS_PER_USER", 0), ("ASSIGNMENT_BATCH", 1),
+                             ("SOURCE_MAX_FILES", 1), ("SOURCE_MAX_MB", 1), ("FOLDER_MAX_FILES", 1),
+                             ("FOLDER_MAX_MB", 1)):
             if (text := get(key)) is not None:
                 values[key.lower()] = _int(f"USERLAND_{key}", text, minimum=minimum)
         if (text := get("WAKE_RATE")) is not None:
@@ -279,7 +298,7 @@ class Settings:
         for key in ("ACTIVITY_REDIS_SECONDS", "ACTIVITY_API_SECONDS"):
             if (text := get(key)) is not None:
                 values[key.lower()] = _seconds(f"USERLAND_{key}", text)
-        for key in ("HEADER_TIMEOUT_SECONDS", "KEEPALIVE_TIMEOUT_SECONDS"):
+        for key in ("HEADER_TIMEOUT_SECONDS", "KEEPALIVE_TIMEOUT_SECONDS", "COLLECT_LEAD_SECONDS"):
             if (text := get(key)) is not None:
                 values[key.lower()] = _seconds(f"USERLAND_{key}", text)
         if (text := get("INTERNAL_LISTEN")) is not None:
@@ -312,3 +331,5 @@ class Settings:
                 raise SettingsError(f"USERLAND_{name.upper()} is required but not set")
         if "identity_secret" in names and len(self.identity_secret) < 32:
             raise SettingsError("USERLAND_IDENTITY_SECRET must be at least 32 characters")
+        if "store_secret" in names and len(self.store_secret) < 32:
+            raise SettingsError("USERLAND_STORE_SECRET must be at least 32 characters")
