@@ -63,6 +63,10 @@ LOCAL_APPS = frozenset(
 )
 # The demo Template's program: the runner's built-in demo environment.
 DEMO_PROGRAM = "userland-demo-ide"
+# The platform's own program (its image's entry point): the operator's worker Pods run it. The
+# runner runs it from its own installation (runner.py, `own_program`).
+PLATFORM_PROGRAM = "userland"
+RestartPolicy = Literal["Always", "OnFailure", "Never"]
 # Volumes mounted under this folder keep their own path in a container's own mount table
 # (mountns.py), which has a fresh, empty one of these.
 OWN_PATH_ROOT = "/home"
@@ -129,6 +133,11 @@ class PodPlan:
     containers: tuple[ContainerPlan, ...] = ()
     # Local folders the runner creates (and hands to the unprivileged user) before starting.
     folders: tuple[str, ...] = field(default_factory=tuple)
+    # Always: containers restart for ever (a Deployment's Pods); OnFailure and Never: the Pod runs
+    # to completion (Succeeded or Failed), as the operator's worker Pods do.
+    restart_policy: RestartPolicy = "Always"
+    # Seconds the Pod may run before it is stopped and Failed (DeadlineExceeded); None: no bound.
+    active_deadline: float | None = None
 
 
 # -- addresses
@@ -331,11 +340,14 @@ def resolve_program(program: str, container: str, image: str, which: Which) -> s
     if found is not None:
         return found
     name = PurePosixPath(program).name
-    advice = (
-        "run `make local-apps` to install it"
-        if name in LOCAL_APPS
-        else "install it on this machine, or run this Template in a cluster"
-    )
+    if name in LOCAL_APPS:
+        advice = "run `make local-apps` to install it"
+    elif name == PLATFORM_PROGRAM:
+        advice = ("the local runner runs the platform's own program from this checkout's .venv, "
+                  "which the account environments run as must be able to read (a checkout under "
+                  "/root is not): move the checkout, or run make run as another user")
+    else:
+        advice = "install it on this machine, or run this Template in a cluster"
     raise Unrunnable(
         "ProgramNotInstalled", f"{name} is not installed here ({image or 'no image'}): {advice}", container
     )
@@ -446,10 +458,16 @@ def plan_pod(
     containers = plans("containers")
     if not containers:
         raise Unrunnable("InvalidPod", "the Pod has no containers")
+    policy: RestartPolicy = spec.get("restartPolicy") or "Always"
+    if policy not in ("Always", "OnFailure", "Never"):
+        raise Unrunnable("InvalidPod", f"restartPolicy {policy!r} must be Always, OnFailure or Never")
+    deadline = spec.get("activeDeadlineSeconds")
     return PodPlan(
         address=address,
         home=home,
         init_containers=plans("initContainers"),
         containers=containers,
         folders=tuple(dict.fromkeys([home, *folders.values()])),
+        restart_policy=policy,
+        active_deadline=float(deadline) if isinstance(deadline, int) and deadline > 0 else None,
     )
