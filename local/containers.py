@@ -267,7 +267,9 @@ class Container:
             restarts=self.state.restarts + 1,
             last_exit=last,
         )
-        log.warning(
+        # A program that ends with 0 did its work (a worker Pod's); anything else is worth a look.
+        log.log(
+            logging.INFO if code == 0 else logging.WARNING,
             "container exited",
             extra={
                 "container": self.plan.name,

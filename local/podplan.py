@@ -373,12 +373,17 @@ def plan_container(
     if any(p.startswith(OWN_PATH_ROOT + "/") for p in base_env.get("PATH", "").split(":")):
         own = []
     rewritten = [m for m in mounts if m not in own]
+    # The platform's own program (an assignment's worker) is no student's app: it listens on
+    # nothing, and the addresses it is given are this machine's (the store on 127.0.0.1).
+    platform = PurePosixPath(str((container.get("command") or [""])[0])).name == PLATFORM_PROGRAM
 
     def localize(text: str) -> str:
-        return localize_address(localize_paths(text, rewritten), address)
+        text = localize_paths(text, rewritten)
+        return text if platform else localize_address(text, address)
 
     def localize_host(text: str) -> str:
-        return localize_address(localize_paths(text, mounts), address)
+        text = localize_paths(text, mounts)
+        return text if platform else localize_address(text, address)
 
     def inside(folder: str) -> str:
         """A local folder as the container sees it (its mount path when mounted there)."""

@@ -55,6 +55,22 @@ class OperatorMetrics:
             ["kind"],
             registry=self.registry,
         )
+        # Assignments (docs/assignments.md).
+        self.assignment_pods = Counter(
+            "userland_operator_assignment_worker_pods_total",
+            "Worker Pods made for assignments, by kind of work (handout, collect, feedback)",
+            ["kind"], registry=self.registry)
+        self.assignment_fetches = Counter(
+            "userland_operator_assignment_fetches_total",
+            "Fetches of an assignment's source by the store, by result (ok, or the reason it failed)",
+            ["result"], registry=self.registry)
+        self.assignment_fetch_seconds = Histogram(
+            "userland_operator_assignment_fetch_seconds", "Time to fetch an assignment's source (successes)",
+            registry=self.registry, buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
+        self.assignment_copy_delay = Histogram(
+            "userland_operator_assignment_copy_delay_seconds",
+            "How long after its moment (a deadline, collect now) each student's copy was taken",
+            registry=self.registry, buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
 
 
 def health_app(

@@ -200,6 +200,9 @@ class Settings:
     store_secret: str = field(default="", repr=False)
     # The image of worker Pods: empty means the operator's own (read from its Pod at start).
     worker_image: str = ""
+    # Labels of the store's Pods, the only Pods worker Pods may connect to (in gateway_namespace,
+    # the platform's own namespace, when it is set).
+    store_pod_labels: tuple[tuple[str, str], ...] = (("app.kubernetes.io/name", "userland-store"),)
     # Students' environments per worker Pod (one Pod per batch, per Template and node).
     assignment_batch: int = 20
     # Collection Pods are made this long before a deadline, so the copy is taken at it.

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.coursework.conftest import TOKEN, GitServer
 from tests.support import free_port
+from tests.support.coursework import GIT_TOKEN as TOKEN
+from tests.support.coursework import GitServer
 from userland.coursework.gitfetch import FetchProblem, classify, fetch
 from userland.coursework.trees import Limits, TooLarge, read_index
 

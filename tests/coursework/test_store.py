@@ -17,31 +17,24 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
-from tests.coursework.conftest import GitServer
-from userland.coursework.store_app import StoreOptions, create_store_app
+from tests.support.coursework import STORE_SECRET as SECRET
+from tests.support.coursework import GitServer, store_server
 from userland.coursework.trees import Limits
 from userland.coursework.worker import run
 from userland.platform import coursework
 from userland.platform.coursework import Job, JobScope, Member, job_token
 from userland.platform.store_client import FetchRefused, StoreClient
 
-SECRET = "x" * 40
 NS, ASG = "course", "week1"
 ROUND = "20261207T235900Z"
 
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[str]:
-    options = StoreOptions(data=tmp_path / "store", secret=SECRET, source_limits=Limits(100, 10**7),
-                           copy_limits=Limits(100, 10**7))
-    server = TestServer(create_store_app(options), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
+    async with store_server(tmp_path / "store", source_limits=Limits(100, 10**7),
+                            copy_limits=Limits(100, 10**7)) as url:
+        yield url
 
 
 @pytest.fixture
