@@ -21,17 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from userland.platform.assignments import CONFLICT_WORDS
+
 Kind = Literal["file", "dir", "link", "other"]
 ConflictKind = Literal["changed", "deleted", "exists", "blocked", "kept"]
 
-# What each conflict tells the student and their teacher (the table, /me, docs/assignments.md).
-CONFLICT_WORDS: dict[ConflictKind, str] = {
-    "changed": "changed by the student and updated in the source: the student's version was kept",
-    "deleted": "deleted by the student and updated in the source: not put back",
-    "exists": "the student has a file of their own with this name: theirs was kept",
-    "blocked": "something of the student's (a file, folder or link) is in the way: not handed out",
-    "kept": "removed from the source, but changed by the student: it stays",
-}
 
 
 @dataclass(frozen=True)

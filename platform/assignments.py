@@ -27,6 +27,14 @@ URL_MAX = 2048
 REF_MAX = 200
 GRADE_MAX = 50
 COMMENT_MAX = 2000
+# What each kind of conflict means (docs/assignments.md), for teachers and students alike.
+CONFLICT_WORDS: dict[str, str] = {
+    "changed": "changed by the student and updated in the source: the student's version was kept",
+    "deleted": "deleted by the student and updated in the source: not put back",
+    "exists": "the student has a file of their own with this name: theirs was kept",
+    "blocked": "something of the student's (a file, folder or link) is in the way: not handed out",
+    "kept": "removed from the source, but changed by the student: it stays",
+}
 # Names a student's folder holds for the platform: never handed out from a source, never
 # collected (docs/assignments.md, "Files the platform keeps in the folder").
 MANIFEST_NAME = ".userland-handout.json"

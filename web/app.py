@@ -26,12 +26,15 @@ from aiohttp import web
 from userland.platform import identity, look
 from userland.platform.kube import KubeClient, KubeError
 from userland.platform.settings import Settings
+from userland.platform.store_client import StoreClient
 from userland.web import render, security
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
 from userland.web.courses import course_role
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
+from userland.web.routes_assignment_actions import STORE, setup_assignment_action_routes
+from userland.web.routes_assignments import setup_assignment_routes
 from userland.web.routes_audit import setup_audit_routes
 from userland.web.routes_course import setup_course_routes
 from userland.web.routes_me import setup_me_routes
@@ -151,6 +154,8 @@ async def unsafe_requests(request: web.Request, handler: Handler) -> web.StreamR
         log.info("cross-origin request refused", extra={"path": request.path})
         return ctx.error(request, 403, "Request refused",
                          "This form was sent from another site. Open the page again and retry.")
+    if request.method == "POST" and security.STREAMED_UPLOADS.match(request.path):
+        return await handler(request)  # its token is checked by its handler before the file is read
     who = identity_of(request)
     # The body is read here, once (aiohttp keeps it for the handler): a body that is not a
     # readable form (a field that is not UTF-8, an unknown charset, broken multipart; no
@@ -216,6 +221,8 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_action_routes(app)
     setup_admin_routes(app)
     setup_audit_routes(app)
+    setup_assignment_routes(app)
+    setup_assignment_action_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         client = kube or await KubeClient.connect(kubeconfig)
@@ -223,9 +230,15 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         state = ClassState(client)
         await state.start()
         ctx.extras[STATE] = ctx.extras[DIRECTORY] = state
+        store = StoreClient(settings.store_url, settings.store_secret,
+                            "web") if settings.store_secret else None
+        if store is not None:
+            ctx.extras[STORE] = store
         try:
             yield
         finally:
+            if store is not None:
+                await store.close()
             await state.stop()
             if kube is None:
                 await client.close()
