@@ -2,9 +2,10 @@
 
 Starts, in order: the real control plane (etcd, kube-apiserver, kube-controller-manager with
 the CRDs), a Redis, the example Template and students in namespace `classroom` (a course whose
-instructor is `teacher`), the operator, the web UI and the gateway as child processes
-(unchanged; the gateway in upstream mode `local`, `admin` an admin), and the local runner in
-this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
+instructor is `teacher`), a git server with the starter repository and the assignment store
+(local/assignment_example.py: the example assignment `welcome`), the operator, the web UI and
+the gateway as child processes (unchanged; the gateway in upstream mode `local`, `admin` an
+admin), and the local runner in this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
 stops everything it started, in reverse order. A child that dies meanwhile is started again
 with backoff (local/supervisor.py), and the terminal says so. State lives in `.run/` (kept
 between runs, `--reset` starts afresh); logs in `.run/logs/`.
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import aiohttp
 
-from userland.local import examples
+from userland.local import assignment_example, examples
 from userland.local.children import Child, spawn, userland_command
 from userland.local.controlplane import (
     ADMIN_TOKEN,
@@ -172,12 +173,16 @@ class LocalSetup:
         self.gateway_internal_port = 0
         # The gateway signs identities with it; the web UI checks them.
         self.identity_secret = secrets.token_hex(32)
+        # The example assignment: its git server and the assignment store (a child).
+        self.assignments = assignment_example.LocalAssignments(options.state_dir, options.log_dir,
+                                                               self.supervisor)
         self.stop = asyncio.Event()
         try:
             repo: Path | None = find_repo()
         except ControlPlaneError:
             repo = None  # an installed `userland` away from its repository: the demo only
         self.templates = examples.templates(repo)
+        self.repo = repo
         self.app_bins = app_bin_dirs(dict(options.env), repo)
 
     # -- helpers
@@ -284,7 +289,8 @@ class LocalSetup:
         ), self.options.log_dir, self._child_env(
             USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
-            USERLAND_PUBLIC_URL=self.options.public_url)))
+            USERLAND_PUBLIC_URL=self.options.public_url, USERLAND_WORKER_IMAGE="userland:local",
+            USERLAND_COLLECT_LEAD_SECONDS="10", **self.assignments.env())))
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
@@ -292,7 +298,8 @@ class LocalSetup:
             "web", "--kubeconfig", str(self.options.kubeconfig), "--listen", f"127.0.0.1:{self.web_port}",
         ), self.options.log_dir, self._child_env(
             USERLAND_REDIS_URL=redis_url, USERLAND_PUBLIC_URL=self.options.public_url,
-            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false")))
+            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false",
+            **self.assignments.env())))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
@@ -325,7 +332,10 @@ class LocalSetup:
                 return check
 
             for name, port in (("operator", self.operator_port), ("web", self.web_port),
-                               ("gateway", self.gateway_internal_port)):
+                               ("gateway", self.gateway_internal_port),
+                               ("store", self.assignments.store_port)):
+                if not port:
+                    continue
                 if not await self._until(name, healthy(f"http://127.0.0.1:{port}/healthz"), READY_TIMEOUT):
                     raise SetupError(f"the {name} did not become healthy; see {self.children[name].log_path}")
 
@@ -379,6 +389,10 @@ class LocalSetup:
         say(f"  kubectl     export KUBECONFIG={kubeconfig}; "
             f"kubectl get userlands,deployments,services -n {examples.NAMESPACE}")
         say(f"  Add one     {examples.add_student_command()}")
+        if self.assignments.git is not None:
+            first = o.students[0] if o.students else "alice"
+            for line in assignment_example.banner(o.public_url, o.origin, first):
+                say(line)
         say(f"  Operator    http://127.0.0.1:{self.operator_port}/healthz   "
             f"http://127.0.0.1:{self.operator_port}/metrics")
         internal = f"http://127.0.0.1:{self.gateway_internal_port}"
@@ -410,6 +424,7 @@ class LocalSetup:
         redis_url = await self.start_redis()
         self.kube = await KubeClient.connect(str(o.kubeconfig))
         await self.apply_examples()
+        await self.assignments.start(self.kube, self.repo, {t["metadata"]["name"] for t in self.templates})
         say("Starting the operator, the gateway and the local runner ...")
         self.start_operator()
         self.start_web(redis_url)
@@ -435,7 +450,7 @@ class LocalSetup:
         # No restarts from here on: poll() is no longer called, and the entries go.
         children = self.children
         self.supervisor.supervised.clear()
-        for name in ("gateway", "web", "operator", "redis"):
+        for name in ("gateway", "web", "operator", "store", "redis"):
             child = children.pop(name, None)
             if child is not None:
                 await asyncio.to_thread(child.stop)
@@ -443,6 +458,7 @@ class LocalSetup:
             await asyncio.to_thread(child.stop)
         if self.kube is not None:
             await self.kube.close()
+        await self.assignments.stop()
         if self.plane is not None:
             self.plane.stop()
         say("Stopped.")

@@ -250,8 +250,10 @@ class AssignmentReconciler:
             if info is not None:
                 return Source(str(info["key"]), str(info["commit"])), info, None
             if time.monotonic() < retry_at:
+                # Another requeue may have replaced the one for this retry (the earlier wins).
+                self.queue.add_after((ASSIGNMENT, *key), retry_at - time.monotonic())
                 return None, None, problem
-        delay = known[4] if known is not None and known[0] == wanted else FETCH_RETRY_FIRST / 2
+        delay = known[4] if known is not None and known[0] == wanted else 0.0
         started = time.monotonic()
         try:
             token = await self._token(assignment)
@@ -262,7 +264,10 @@ class AssignmentReconciler:
         except (FetchRefused, _TokenMissing, StoreUnavailable, StoreError) as err:
             reason = err.reason if isinstance(err, FetchRefused | _TokenMissing) else "StoreUnavailable"
             problem = (reason, err.message)
-            delay = min(delay * 2, FETCH_RETRY_MAX)
+            # The store not answering (yet: it may be starting) is tried again sooner than a source
+            # that cannot be had.
+            first = STORE_RETRY_FIRST if reason == "StoreUnavailable" else FETCH_RETRY_FIRST
+            delay = min(max(delay * 2, first), FETCH_RETRY_MAX)
             self.fetched[key] = (wanted, None, problem, time.monotonic() + delay, delay)
             self.queue.add_after((ASSIGNMENT, *key), delay)
             self.metrics.assignment_fetches.labels(reason).inc()

@@ -2,8 +2,10 @@
 # Installs the Debian packages the tests and the local setup need, only those missing.
 set -euo pipefail
 # php-cli: the gateway is tested against PHP's built-in server (close-delimited bodies).
+# git: the assignment store fetches sources with it; make run and the tests serve repositories
+# with its http-backend.
 want=(etcd-server golang-go golang-github-modern-go-reflect2-dev rsync jq openssl curl redis-server
-      dpkg-dev make chromium php-cli)
+      dpkg-dev make chromium php-cli git)
 # kubectl: Debian's kubernetes-client matches the control plane built here (1.20).
 command -v kubectl >/dev/null || want+=(kubernetes-client)
 # A venv-capable Python >= 3.11 (Debian bookworm's python3 is 3.11).

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.operator.support import OperatorRunner
-from tests.support import eventually
+from tests.support import eventually, free_port
 from tests.support.coursework import STORE_SECRET, GitServer, git_server, store_server
 from tests.support.runner import running
 from userland.local.runner import LocalRunner
@@ -320,6 +320,32 @@ async def test_a_private_repository_with_its_token_and_links_left_out(course: Co
     # The token reached no Pod (the store fetched; worker Pods only read the store).
     for pod in (await course.kube.list(PODS, course.ns))["items"]:
         assert GIT_TOKEN not in str(pod["spec"])
+
+
+async def test_a_store_that_is_down_is_said_and_the_work_waits_for_it(
+        kube: KubeClient, namespace: str, tmp_path: Path, run_operator: OperatorRunner) -> None:
+    """The store not answering yet (starting, or restarting) holds hand-outs back, says so, and
+    the operator tries again by itself, sooner than for a source that cannot be had."""
+    port = free_port()
+    (tmp_path / "run").mkdir()
+    async with contextlib.AsyncExitStack() as stack:
+        git = await stack.enter_async_context(git_server(tmp_path / "git"))
+        runner = await stack.enter_async_context(running(kube, namespace, tmp_path / "run"))
+        controller = await stack.enter_async_context(run_operator(settings_extra={
+            "store_url": f"http://127.0.0.1:{port}", "store_secret": STORE_SECRET}))
+        store = StoreClient(f"http://127.0.0.1:{port}", STORE_SECRET, "web")
+        stack.push_async_callback(store.close)
+        course = Course(kube, namespace, git, store, runner, controller)
+        await course.add(template("lab"), userland("alice", "lab"))
+        course.git.repo("course", STARTER)
+        await course.assignment(source={"url": course.git.url_of("course"), "subPath": "week1"})
+
+        async def said() -> bool:
+            ready = next(iter((await course.status()).get("conditions") or []), {})
+            return ready.get("reason") == "StoreUnavailable"
+        await eventually(said, timeout=30)
+        await stack.enter_async_context(store_server(tmp_path / "store", port=port))
+        await eventually(lambda: _equal(course.states(), {"lab/alice": "HandedOut"}), timeout=60)
 
 
 # ----- helpers -----

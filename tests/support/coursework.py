@@ -46,11 +46,11 @@ async def git_server(root: Path) -> AsyncIterator[GitServer]:
 
 @contextlib.asynccontextmanager
 async def store_server(data: Path, *, source_limits: Limits | None = None,
-                       copy_limits: Limits | None = None) -> AsyncIterator[str]:
-    """The store over `data`, signing with STORE_SECRET: its URL."""
+                       copy_limits: Limits | None = None, port: int | None = None) -> AsyncIterator[str]:
+    """The store over `data`, signing with STORE_SECRET (on `port`, else a free one): its URL."""
     options = StoreOptions(data=data, secret=STORE_SECRET, source_limits=source_limits or Limits(1000, 10**8),
                            copy_limits=copy_limits or Limits(1000, 10**8))
-    server = TestServer(create_store_app(options), host="127.0.0.1")
+    server = TestServer(create_store_app(options), host="127.0.0.1", port=port)
     await server.start_server()
     try:
         yield str(server.make_url("")).rstrip("/")
