@@ -348,6 +348,44 @@ async def test_a_store_that_is_down_is_said_and_the_work_waits_for_it(
         await eventually(lambda: _equal(course.states(), {"lab/alice": "HandedOut"}), timeout=60)
 
 
+async def test_a_student_cannot_reach_another_students_folder_through_the_shared_worker_pod(
+        course: Course) -> None:
+    """alice and bob are in one worker Pod (a batch): alice links her folder to bob's volume (the
+    path the Pod sees it at). Neither a hand-out nor her copy follows the links."""
+    await course.add(template("lab"), userland("alice", "lab"), userland("bob", "lab"))
+    course.git.repo("course", STARTER)
+    await course.assignment(source={"url": course.git.url_of("course"), "subPath": "week1"})
+    await eventually(lambda: _equal(course.states(), {"lab/alice": "HandedOut", "lab/bob": "HandedOut"}),
+                     timeout=90)
+    alice, bob = course.folder("lab", "alice"), course.folder("lab", "bob")
+    (bob / "private").mkdir()
+    (bob / "private" / "secret.py").write_text("bob's answer\n")
+    (alice / "answers").symlink_to(bob / "private")
+    (alice / "stolen.py").symlink_to(bob / "private" / "secret.py")
+    (alice / "hello.py").unlink()
+    (alice / "hello.py").symlink_to(bob / "private" / "secret.py")
+    second = course.git.repo("course", {"week1/answers/key.py": "# key\n",
+                                        "week1/hello.py": "print('hello, v2')\n"}, message="v2")
+    await course.kube.merge_patch(ASSIGNMENTS, course.ns, "week1", {"metadata": {"annotations": {
+        naming.ANNOTATION_HANDOUT_AT: rfc3339(), naming.ANNOTATION_COLLECT_NOW: rfc3339()}}})
+
+    async def done() -> dict[str, JSON] | None:
+        students = await course.students()
+        finished = all(s.get("commit") == second[:12] and "collected" in s for s in students.values())
+        return students if finished else None
+    students = await eventually(done, timeout=90)
+    assert {(c["path"], c["kind"]) for c in students["lab/alice"]["conflicts"]} == {
+        ("answers/key.py", "blocked"), ("hello.py", "blocked")}
+    assert sorted(p.name for p in (bob / "private").iterdir()) == ["secret.py"]  # nothing of alice's
+    assert (bob / "private" / "secret.py").read_text() == "bob's answer\n"
+    assert (bob / "hello.py").read_text() == "print('hello, v2')\n"  # his own update
+    assert (bob / "answers" / "key.py").read_text() == "# key\n"
+    files = await _zip_files(course)
+    assert not [name for name in files if name.startswith("alice/") and (
+        "secret" in name or name.startswith(("alice/answers", "alice/stolen", "alice/hello")))]
+    assert b"bob's answer" not in b"".join(v for k, v in files.items() if k.startswith("alice/"))
+
+
 # ----- helpers -----
 
 async def _equal(value: Any, wanted: Any) -> bool:

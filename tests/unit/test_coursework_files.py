@@ -214,3 +214,31 @@ def test_a_folder_past_the_limits_is_refused_in_words(tmp_path: Path, volumes: t
     with open(tmp_path / "b.tar", "wb") as stream:
         copy = take_copy(str(alice), "week1", stream, Limits(files=100, bytes=2500))
     assert copy.result is None and "larger than 2.5 KB" in copy.reason
+
+
+def test_a_source_archive_naming_paths_outside_is_refused_member_by_member(tmp_path: Path) -> None:
+    """What a hostile git server (or a crafted tree) could put in an archive: absolute names,
+    `..`, a hard link, a device; none is handed out, each is said, the good file survives."""
+    from userland.coursework.trees import normalize_source
+
+    crafted = io.BytesIO()
+    with tarfile.open(fileobj=crafted, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, kind in (("ok.py", tarfile.REGTYPE), ("/etc/cron.d/evil", tarfile.REGTYPE),
+                           ("../../evil.py", tarfile.REGTYPE), ("a/../../evil.py", tarfile.REGTYPE),
+                           ("hard", tarfile.LNKTYPE), ("dev", tarfile.CHRTYPE)):
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            data = b"x\n" if kind == tarfile.REGTYPE else b""
+            info.size = len(data)
+            if kind == tarfile.LNKTYPE:
+                info.linkname = "ok.py"
+            archive.addfile(info, io.BytesIO(data))
+    crafted.seek(0)
+    out = io.BytesIO()
+    result = normalize_source(crafted, out, LIMITS)
+    assert sorted(result.index) == ["ok.py"]
+    said = dict(result.skipped)
+    assert set(said) == {"/etc/cron.d/evil", "../../evil.py", "a/../../evil.py", "hard", "dev"}
+    out.seek(0)
+    with tarfile.open(fileobj=out) as archive:
+        assert archive.getnames() == ["ok.py"]
