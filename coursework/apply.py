@@ -19,7 +19,7 @@ import tarfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, cast
 
 from userland.coursework.merge import Conflict, Plan, SourceFile, plan_merge, relevant_paths
 from userland.coursework.safefs import Blocked, Changed, Folder
@@ -181,9 +181,31 @@ class Copy:
     seconds: float = 0.0
 
 
+class OutputError(OSError):
+    """Writing the copy out failed (the Pod's scratch space is full, the upload went away): not
+    the student's doing, unlike an error reading their folder."""
+
+
+class _Output(io.RawIOBase):
+    def __init__(self, out: BinaryIO) -> None:
+        super().__init__()
+        self.out = out
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.out.write(data)
+        except OSError as err:
+            raise OutputError(err.errno, err.strerror) from err
+
+
 def take_copy(volume: str, path: str, out: BinaryIO, limits: Limits) -> Copy:
     """Write the tar of `<volume>/<path>` to `out`. A folder the student deleted is an empty copy
-    (that is what there was); one that a link replaced is refused (never followed)."""
+    (that is what there was); one that a link replaced is refused (never followed). An error
+    writing `out` is raised (OutputError); one reading the folder is the copy's reason."""
+    out = cast(BinaryIO, _Output(out))
     started = time.monotonic()
     taken_at = rfc3339()
     try:
@@ -203,6 +225,8 @@ def take_copy(volume: str, path: str, out: BinaryIO, limits: Limits) -> Copy:
             result = write_copy(folder, out, limits)
         except TooLarge as err:
             return Copy(taken_at, reason=f"{err}: nothing was collected; an instructor can raise the limit")
+        except OutputError:
+            raise
         except OSError as err:
             return Copy(taken_at, reason=f"the student's storage could not be read ({err.strerror or err})")
     return Copy(taken_at, result, seconds=time.monotonic() - started)

@@ -18,6 +18,7 @@ refused or could not be reached until the job expired, 2 when the job cannot be 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import io
 import logging
@@ -33,7 +34,7 @@ from typing import Any, BinaryIO, cast
 
 import aiohttp
 
-from userland.coursework.apply import hand_out, take_copy
+from userland.coursework.apply import Copy, hand_out, take_copy
 from userland.coursework.pipes import produce
 from userland.coursework.trees import CopyResult, IndexEntry, Limits, read_index
 from userland.platform import coursework
@@ -155,48 +156,97 @@ async def wait_until(moment: float, clock: Callable[[], float] = time.time) -> N
         await asyncio.sleep(min(left, 5.0))
 
 
-async def run_collect(job: Job, store: StoreForWorker) -> list[JSON]:
+async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JSON]:
+    """At the moment, every student's folder is copied at once into the Pod's scratch space (a
+    local disk: a second or so for a folder of 10 MB), then uploaded at the pace the store takes
+    them. What the store receives is the folder as it was at the moment, however long the
+    uploads take, and a retried upload sends the very same copy. A copy that does not fit the
+    scratch space is streamed from the folder instead (then reading follows the upload)."""
     moment = parse_time(job.at)
     if moment is not None:
         # Made ahead of the deadline: wait for it here, so the copy is the folder at that moment.
         await wait_until(moment.timestamp())
     limits = Limits(job.max_files, job.max_bytes)
     failures: list[JSON] = []
+    loop = asyncio.get_running_loop()
+
+    def snapshot(member: Member) -> tuple[Path | None, Copy]:
+        target = scratch / f"{member.template}-{member.login}.tar"
+        try:
+            with open(target, "wb") as out:
+                copy = take_copy(member.mount, job.path, out, limits)
+        except OSError as err:  # OutputError from writing it, or the scratch file's own close
+            target.unlink(missing_ok=True)
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            return None, Copy(rfc3339())  # no room here: stream it instead
+        return target, copy
+
+    async def streamed(member: Member, pool: ThreadPoolExecutor) -> tuple[int, JSON] | str:
+        taken_at = rfc3339()
+
+        def write(out: Any) -> CopyResult:
+            copy = take_copy(member.mount, job.path, out, limits)
+            if copy.result is None:
+                raise CopyRefused(copy.reason)
+            return copy.result
+
+        pipe, done = await produce(write, executor=pool)
+        try:
+            answer = await store.put_copy(member, job.scope.round, pipe.chunks(), taken_at)
+            await done
+        except CopyRefused as err:
+            return str(err)
+        except BaseException:
+            pipe.cancelled = True
+            raise
+        return answer
 
     async def one(member: Member, pool: ThreadPoolExecutor) -> None:
+        path, copy = await loop.run_in_executor(pool, snapshot, member)
+        if path is not None and copy.result is None:
+            path.unlink(missing_ok=True)
+            failures.append({"template": member.template, "login": member.login, "state": "Failed",
+                             "reason": copy.reason, "at": copy.taken_at})
+            return
         while True:
-            taken_at = rfc3339()
-
-            def write(out: Any, member: Member = member) -> CopyResult:
-                copy = take_copy(member.mount, job.path, out, limits)
-                if copy.result is None:
-                    raise CopyRefused(copy.reason)
-                return copy.result
-
-            pipe, done = await produce(write, executor=pool)
             try:
-                status, receipt = await store.put_copy(member, job.scope.round, pipe.chunks(), taken_at)
-                await done
-            except CopyRefused as err:
-                failures.append({"template": member.template, "login": member.login, "state": "Failed",
-                                 "reason": str(err), "at": taken_at})
-                return
+                if path is not None:
+                    answer: tuple[int, JSON] | str = await store.put_copy(
+                        member, job.scope.round, _file_chunks(path), copy.taken_at)
+                else:
+                    answer = await streamed(member, pool)
+                break
             except (aiohttp.ClientError, OSError) as err:
-                pipe.cancelled = True
                 if time.time() + 2 > store.expires:
                     raise
-                log.warning("copy upload failed, taking it again", extra={
+                log.warning("copy upload failed, sending it again", extra={
                     "environment": member.key, "error": str(err)[:200]})
                 await asyncio.sleep(2 + random.random())
-                continue
-            log.info("copy taken" if status == 201 else "copy was already taken", extra={
-                "environment": member.key, "round": job.scope.round, "files": receipt.get("files"),
-                "bytes": receipt.get("bytes")})
+        if path is not None:
+            path.unlink(missing_ok=True)
+        if isinstance(answer, str):
+            failures.append({"template": member.template, "login": member.login, "state": "Failed",
+                             "reason": answer, "at": copy.taken_at})
             return
+        status, receipt = answer
+        log.info("copy taken" if status == 201 else "copy was already taken", extra={
+            "environment": member.key, "round": job.scope.round, "files": receipt.get("files"),
+            "bytes": receipt.get("bytes"), "read_seconds": round(copy.seconds, 3)})
 
-    with members_pool(job) as pool:
+    # A thread per student: every folder is read at the moment, none waits for another's.
+    with ThreadPoolExecutor(max_workers=max(1, len(job.scope.members)), thread_name_prefix="copy") as pool:
         await asyncio.gather(*(one(m, pool) for m in job.scope.members))
     return failures
+
+
+async def _file_chunks(path: Path) -> AsyncIterator[bytes]:
+    handle = await asyncio.to_thread(open, path, "rb")
+    try:
+        while chunk := await asyncio.to_thread(handle.read, 256 * 1024):
+            yield chunk
+    finally:
+        await asyncio.to_thread(handle.close)
 
 
 def feedback_text(title: str, grade: str, comment: str) -> bytes:
@@ -256,7 +306,7 @@ async def run(job: Job, token: str, store_url: str, scratch: Path) -> int:
             if kind == "handout":
                 results = await run_handout(job, store, scratch)
             elif kind == "collect":
-                results = await run_collect(job, store)
+                results = await run_collect(job, store, scratch)
             else:
                 results = await run_feedback(job, store, scratch)
             if results:

@@ -77,7 +77,14 @@ def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], 
               max_files=settings.max_files, max_bytes=settings.max_bytes)
     volumes: list[JSON] = [{"name": f"s{i}", "persistentVolumeClaim": {"claimName": e.claim}}
                            for i, e in enumerate(envs)]
-    scratch_bytes = source_bytes + 256 * MIB if kind == "handout" else 1024 * MIB
+    # A hand-out keeps the source's tar there; a collection each student's copy until it is
+    # uploaded (a cap, not a reservation: what is used is the sum of the folders' sizes).
+    if kind == "handout":
+        scratch_bytes = source_bytes + 256 * MIB
+    elif kind == "collect":
+        scratch_bytes = len(envs) * settings.max_bytes + 256 * MIB
+    else:
+        scratch_bytes = 1024 * MIB
     volumes.append({"name": "scratch", "emptyDir": {"sizeLimit": f"{scratch_bytes // MIB}Mi"}})
     mounts = [{"name": f"s{i}", "mountPath": m.mount} for i, m in enumerate(members)]
     mounts.append({"name": "scratch", "mountPath": SCRATCH})

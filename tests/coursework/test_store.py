@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.coursework import STORE_SECRET as SECRET
 from tests.support.coursework import GitServer, store_server
+from tests.support.mounts import small_volume
 from userland.coursework.trees import Limits
 from userland.coursework.worker import run
 from userland.platform import coursework
@@ -124,6 +125,21 @@ async def test_a_copy_is_kept_once_whoever_uploads_again(git_server: GitServer, 
     assert await work(store, job("collect", [alice], round=ROUND), tmp_path) == 0
     again = (await operator.state(NS, ASG))["copies"][ROUND]["jupyterlab/alice"]
     assert again == first
+
+
+async def test_a_copy_too_big_for_the_pods_scratch_is_streamed_from_the_folder(
+        store: str, operator: StoreClient, tmp_path: Path) -> None:
+    """Copies are first taken into the Pod's scratch space (the folder at the moment); one that
+    does not fit there is streamed from the folder instead, and is the same copy."""
+    (alice,) = volumes(tmp_path, "alice")
+    (Path(alice.mount) / "week1").mkdir()
+    (Path(alice.mount) / "week1" / "big.bin").write_bytes(bytes(range(256)) * 1000)
+    the_job = job("collect", [alice], round=ROUND)
+    with small_volume(tmp_path / "scratch", size="64k") as scratch:
+        assert await run(the_job, job_token(SECRET, the_job.scope), store, scratch) == 0
+        assert list(scratch.iterdir()) == []
+    receipt = (await operator.state(NS, ASG))["copies"][ROUND]["jupyterlab/alice"]
+    assert (receipt["files"], receipt["bytes"]) == (1, 256_000)
 
 
 async def test_what_the_store_refuses(store: str, tmp_path: Path) -> None:

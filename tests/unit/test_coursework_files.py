@@ -7,17 +7,15 @@ Real: the file system (tmp folders; a small tmpfs for the full volume, mounted a
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import subprocess
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 
+from tests.support.mounts import small_volume
 from userland.coursework.apply import FULL, hand_out, load_manifest, take_copy
 from userland.coursework.safefs import Folder
 from userland.coursework.trees import IndexEntry, Limits, check_copy, read_index
@@ -134,18 +132,6 @@ def test_a_pipe_where_a_file_goes_does_not_hang_the_worker(tmp_path: Path,
     os.mkfifo(alice / "week1" / "hello.py")
     outcome = give(alice, Source(tmp_path, {"hello.py": b"x\n"}))
     assert [(c.path, c.kind) for c in outcome.conflicts] == [("hello.py", "blocked")]  # type: ignore[attr-defined]
-
-
-@contextlib.contextmanager
-def small_volume(where: Path, size: str = "96k") -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                             capture_output=True, text=True, check=False)
-    assert mounted.returncode == 0, f"needs root to mount a small tmpfs: {mounted.stderr}"
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=False)
 
 
 def test_a_full_volume_is_said_and_the_manifest_holds_what_was_written(tmp_path: Path) -> None:
