@@ -59,10 +59,11 @@ def metric_totals(text: str, name: str) -> dict[str, float]:
     return found
 
 
-class Operator:
-    def __init__(self, pid: int, metrics_url: str) -> None:
+class Process:
+    """A process's resident memory, sampled: the peak since `peak` was last reset."""
+
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.metrics_url = metrics_url
         self.peak = 0
 
     def rss_mib(self) -> float:
@@ -74,6 +75,12 @@ class Operator:
             self.peak = max(self.peak, int(self.rss_mib()))
             await asyncio.sleep(0.5)
 
+
+class Operator(Process):
+    def __init__(self, pid: int, metrics_url: str) -> None:
+        super().__init__(pid)
+        self.metrics_url = metrics_url
+
     async def writes(self) -> dict[str, float]:
         async with aiohttp.ClientSession() as http, http.get(self.metrics_url) as response:
             return metric_totals(await response.text(), "userland_operator_api_writes_total")
@@ -81,15 +88,6 @@ class Operator:
     async def metric(self, name: str) -> dict[str, float]:
         async with aiohttp.ClientSession() as http, http.get(self.metrics_url) as response:
             return metric_totals(await response.text(), name)
-
-
-def store_peak(banner: str) -> int:
-    """The store process's peak memory (VmHWM), from its pid in the banner."""
-    pid = re.search(r"store (\d+)", banner)
-    if pid is None:
-        return 0
-    text = Path(f"/proc/{pid.group(1)}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) // 1024  # type: ignore[union-attr]
 
 
 def difference(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
@@ -118,7 +116,9 @@ async def until(check: Any, timeout: float, what: str) -> float:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="userland-bench-asg-"))
     os.chmod(state, 0o755)
-    env = {**os.environ, "USERLAND_ASSIGNMENT_BATCH": str(args.batch)}
+    # The lead a deployment has by default (make run's own is 10 s, for a newcomer's "collect now").
+    env = {**os.environ, "USERLAND_ASSIGNMENT_BATCH": str(args.batch),
+           "USERLAND_COLLECT_LEAD_SECONDS": str(args.lead)}
     port = 8000 + random.randint(500, 900)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),
@@ -133,7 +133,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         banner = "".join(lines)
         operator = Operator(int(re.search(r"operator (\d+)", banner).group(1)),  # type: ignore[union-attr]
                             re.search(r"Operator\s+(http://\S+/)healthz", banner).group(1) + "metrics")  # type: ignore[union-attr]
-        sampler = asyncio.create_task(operator.sample(stop))
+        store = Process(int(re.search(r"store (\d+)", banner).group(1)))  # type: ignore[union-attr]
+        sampler = asyncio.gather(operator.sample(stop), store.sample(stop))
         result["operator_pid"] = operator.pid
         async with await KubeClient.connect(str(state / "s" / "kubeconfig")) as kube:
             demo = await kube.get(TEMPLATES, NS, "demo")
@@ -165,7 +166,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             writes_before = await operator.writes()
             fetch_metric = "userland_operator_assignment_fetch_seconds_sum"
             fetch_before = sum((await operator.metric(fetch_metric)).values())
-            operator.peak = 0
+            operator.peak = store.peak = 0
             await kube.create(ASSIGNMENTS, NS, {"apiVersion": naming.API_VERSION, "kind": "Assignment",
                                                 "metadata": {"name": "bench"},
                                                 "spec": {"title": "Bench", "templates": ["lab"],
@@ -183,7 +184,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "fetch_share": round((fetch - fetch_before) / elapsed, 3),
                 "api_writes": writes,
                 "assignment_writes_per_student": round(assignment_writes(writes) / len(logins), 3),
-                "operator_rss_peak_mib": operator.peak}
+                "operator_rss_peak_mib": operator.peak, "store_rss_peak_mib": store.peak}
             print(f"hand-out: {result['handout']}")
 
             # 2. collect: another assignment (a small source), each folder `--folder-mb` of work
@@ -204,9 +205,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             for login in logins:
                 folder = volume_root / naming.pvc_name("lab", login) / "work"
                 (folder / "work.bin").write_bytes(block[:-8] + login.encode().ljust(8))
-            due = (datetime.now(UTC) + timedelta(seconds=40)).replace(microsecond=0)
+            due = (datetime.now(UTC) + timedelta(seconds=args.lead + 30)).replace(microsecond=0)
             writes_before = await operator.writes()
-            operator.peak = 0
+            operator.peak = store.peak = 0
             await kube.merge_patch(ASSIGNMENTS, NS, "work", {"spec": {"due": rfc3339(due)}})
             await asyncio.sleep((due - datetime.now(UTC)).total_seconds())
 
@@ -224,7 +225,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "last_copy_taken_after_deadline_s": round((max(taken) - due).total_seconds(), 1),
                 "copies_late": sum(1 for s in final["students"] if (s.get("collected") or {}).get("late")),
                 "copy_bytes": sum((s.get("collected") or {}).get("bytes", 0) for s in final["students"]),
-                "store_rss_peak_mib": store_peak(banner),
+                "store_rss_peak_mib": store.peak,
                 "api_writes": writes,
                 "assignment_writes_per_student": round(assignment_writes(writes) / len(logins), 3),
                 "operator_rss_peak_mib": operator.peak}
@@ -247,6 +248,7 @@ def main() -> int:
     parser.add_argument("--source-mb", type=int, default=50)
     parser.add_argument("--folder-mb", type=int, default=10)
     parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--lead", type=int, default=60, help="seconds collection Pods are made ahead")
     args = parser.parse_args()
     started = time.time()
     result = asyncio.run(main_async(args))

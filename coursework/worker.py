@@ -47,6 +47,8 @@ from userland.platform.objects import rfc3339
 log = logging.getLogger("userland.worker")
 JSON = dict[str, Any]
 FEEDBACK_FILE = "FEEDBACK.md"
+# Copies a worker Pod uploads at once (each one taken at the moment already, in its scratch space).
+UPLOADS_PER_POD = 4
 
 
 class Refused(Exception):
@@ -212,8 +214,10 @@ async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
         while True:
             try:
                 if path is not None:
-                    answer: tuple[int, JSON] | str = await store.put_copy(
-                        member, job.scope.round, _file_chunks(path), copy.taken_at)
+                    # Taken already: it waits its turn, so a Pod holds few connections to the store.
+                    async with uploads:
+                        answer: tuple[int, JSON] | str = await store.put_copy(
+                            member, job.scope.round, _file_chunks(path), copy.taken_at)
                 else:
                     answer = await streamed(member, pool)
                 break
@@ -234,6 +238,7 @@ async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
             "environment": member.key, "round": job.scope.round, "files": receipt.get("files"),
             "bytes": receipt.get("bytes"), "read_seconds": round(copy.seconds, 3)})
 
+    uploads = asyncio.Semaphore(UPLOADS_PER_POD)
     # A thread per student: every folder is read at the moment, none waits for another's.
     with ThreadPoolExecutor(max_workers=max(1, len(job.scope.members)), thread_name_prefix="copy") as pool:
         await asyncio.gather(*(one(m, pool) for m in job.scope.members))

@@ -290,7 +290,8 @@ class LocalSetup:
             USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
             USERLAND_PUBLIC_URL=self.options.public_url, USERLAND_WORKER_IMAGE="userland:local",
-            USERLAND_COLLECT_LEAD_SECONDS="10", **self.assignments.env())))
+            USERLAND_COLLECT_LEAD_SECONDS=self.options.env.get("USERLAND_COLLECT_LEAD_SECONDS",
+                                                               "10"), **self.assignments.env())))
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
