@@ -111,10 +111,9 @@ class Copy:
     def receipt(self) -> str:
         return self.sha256[:8]
 
-    def words(self) -> str:
-        """`collected at Mon 7 Dec 2026, 23:59 UTC, 14 files, 1.2 MB, receipt 3f2a9c01`."""
-        return f"collected at {when(self.taken_at)}, " + receipt_words(
-            {"files": self.files, "bytes": self.bytes, "sha256": self.sha256})
+    def details(self) -> str:
+        """`14 files, 1.2 MB, receipt 3f2a9c01` (the pages put the time before it, as a <time>)."""
+        return receipt_words({"files": self.files, "bytes": self.bytes, "sha256": self.sha256})
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,8 @@ class MyAssignment:
     badge: str
     path: str
     conflicts: tuple[tuple[str, str], ...]
-    receipt: str = ""
+    receipt: str = ""  # the copy's details (files, size, receipt), taken at `taken_at`
+    taken_at: str = ""
     late: bool = False
     collect_reason: str = ""
     grade: str = ""
@@ -232,7 +232,9 @@ def my_assignments(objects: Iterable[JSON], login: str, templates: Mapping[str, 
                     "In your folder" if view.state in ("HandedOut", "Conflicts") else view.state_words),
                 badge=view.badge, path=str(spec.get("path") or ""),
                 conflicts=tuple((p, STUDENT_CONFLICT_WORDS.get(k, w)) for p, k, w in view.conflicts),
-                receipt=view.copy.words() if view.copy else "", late=bool(view.copy and view.copy.late),
+                receipt=view.copy.details() if view.copy else "",
+                taken_at=view.copy.taken_at if view.copy else "",
+                late=bool(view.copy and view.copy.late),
                 collect_reason=view.collect_reason, grade=view.grade if returned else "",
                 comment=view.comment if returned else "", feedback=returned))
     return sorted(found, key=lambda m: (m.deadline or "9999", m.title))

@@ -71,7 +71,7 @@ async def edit_in_vscode(page: Page, local: Local) -> None:
 async def test_a_teacher_hands_out_alice_works_in_both_apps_and_sees_her_receipt(
         browser: Browser, local: Local) -> None:
     teacher = await browser.new_context(timezone_id=ZONE)
-    alice = await browser.new_context()
+    alice = await browser.new_context(timezone_id="Asia/Tokyo", locale="en-GB")  # 24-hour times
     async with await KubeClient.connect(str(local.state_dir / "kubeconfig")) as kube:
         welcome = await kube.get(ASSIGNMENTS, "classroom", "welcome")
         repository = welcome["spec"]["source"]["url"]  # the starter repository make run serves
@@ -113,8 +113,14 @@ async def test_a_teacher_hands_out_alice_works_in_both_apps_and_sees_her_receipt
             assert await eventually(receipts, timeout=(due - datetime.now(UTC)).total_seconds() + 120,
                                     interval=3) == 2
             text = await me.locator("p.receipt").first.inner_text()
-            assert re.match(r"Your work was collected at .+ UTC, \d+ files, .+, receipt [0-9a-f]{8}\.",
+            assert re.match(r"Your work was collected at .+, \d+ files, .+, receipt [0-9a-f]{8}\.",
                             text), text
+            # In her own time zone, the moment in UTC kept as the time's title.
+            taken = me.locator("p.receipt time").first
+            moment = datetime.fromisoformat((await taken.get_attribute("datetime") or "").replace("Z",
+                                                                                                   "+00:00"))
+            assert f"{moment.astimezone(ZoneInfo('Asia/Tokyo')):%H:%M}" in await taken.inner_text()
+            assert (await taken.get_attribute("title") or "").endswith(f"{moment:%H:%M} UTC")
             await expect(page.locator("#collected")).to_have_text("4/4", timeout=60_000)
 
             # The teacher's zip: exactly what alice had at the deadline, in each environment.

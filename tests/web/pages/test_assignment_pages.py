@@ -303,8 +303,8 @@ async def test_a_student_sees_their_own_work_and_receipt_on_me(kube: KubeClient,
     alice = as_user("alice")
     # (Other tests' courses may still be going away: wait for this one's words.)
     page = await wait_cached(alice, "/me",
-                             "collected at Mon 7 Dec 2026, 23:59 UTC, 14 files, 1.2 MB, receipt "
-                                           "3f2a9c01")
+                             'collected at <time datetime="2026-12-07T23:59:00Z">Mon 7 Dec 2026, '
+                             '23:59 UTC</time>, 14 files, 1.2 MB, receipt 3f2a9c01')
     assert "you changed it and your teacher updated it" in page
     assert "Grade: <strong>9/10</strong>" in page and "Clear." in page
     assert "5/10" not in page and "bob" not in page  # nobody else's
