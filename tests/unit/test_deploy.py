@@ -376,5 +376,10 @@ def test_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
     assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"
     # Every folder pyproject maps to a userland.* package is copied into the build.
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    # ... and is part of the hash make test-cluster tags the image with (a change rebuilds it).
+    (sources,) = re.findall(r"^sources=\(([^)]*)\)", (REPO / "scripts" / "node-images.sh").read_text(), re.M)
     for folder in pyproject["tool"]["setuptools"]["package-dir"].values():
         assert re.search(rf"^COPY {folder}/ {folder}/$", dockerfile, re.M), folder
+        assert folder in sources.split(), folder
+    # The assignment store fetches with git.
+    assert re.search(r"apt-get install -y --no-install-recommends git\b", dockerfile)
