@@ -3,7 +3,7 @@
 Only mounted when `settings.dev_login` is true (the local `make run` setup); otherwise the
 routes do not exist (404). `userland gateway` refuses to start with it next to GitHub
 credentials, on a non-loopback address, with an https public URL or Secure cookies
-(`settings.dev_login_refusal`), and these routes answer loopback clients only (404 otherwise).
+(`refusal` below), and these routes answer loopback clients only (404 otherwise).
 The form is protected like the OAuth flow: its hidden `state` is a
 single-use Redis record bound to the browser by the nonce cookie. The GitHub id is derived
 from the name (negative, so it can never equal a real GitHub id), and the role comes from the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -22,9 +23,29 @@ from userland.auth.context import AuthContext, auth_context, fail_closed
 from userland.auth.login import complete_login
 from userland.auth.oauth_state import StateMismatch
 from userland.platform import naming
-from userland.platform.settings import is_loopback_host
+from userland.platform.addresses import is_loopback_host
+from userland.platform.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def refusal(settings: Settings, listen_host: str) -> str | None:
+    """Why the development login must not run with these settings (one line), or None.
+
+    It signs anyone in as any name, admins included: only a machine's own local setup may
+    have it, never anything reachable from elsewhere or configured for production."""
+    if not settings.dev_login:
+        return None
+    if settings.github_client_id or settings.github_client_secret:
+        return "USERLAND_DEV_LOGIN=true cannot be used with GitHub credentials (USERLAND_GITHUB_CLIENT_*)"
+    if not is_loopback_host(listen_host):
+        return f"USERLAND_DEV_LOGIN=true needs a loopback --listen address, not {listen_host!r}"
+    if urlsplit(settings.public_url).scheme == "https":
+        return "USERLAND_DEV_LOGIN=true cannot be used with an https USERLAND_PUBLIC_URL"
+    if settings.cookie_secure:
+        return "USERLAND_DEV_LOGIN=true needs USERLAND_COOKIE_SECURE=false (a local HTTP setup)"
+    return None
+
 
 DEV_LOGIN_PATH = "/auth/dev-login"
 

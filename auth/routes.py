@@ -25,8 +25,9 @@ from userland.auth.oauth_state import LoginRateLimiter, OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import PLATFORM_COOKIES
 from userland.auth.pages import busy_page, unavailable_page
+from userland.platform.addresses import client_address
 from userland.platform.sessions import SessionStore, SessionStoreBusy, SessionStoreUnavailable
-from userland.platform.settings import Settings, client_address
+from userland.platform.settings import Settings
 
 __all__ = ["PLATFORM_COOKIES", "SESSION_COOKIE", "current_session", "setup_auth", "unavailable_page"]
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.local.test_make_run import browser, read_until_ready  # noqa: E402
 from userland.local.controlplane import free_port  # noqa: E402
+from userland.platform import naming  # noqa: E402
 from userland.platform.kube import USERLANDS, KubeClient  # noqa: E402
 
 HTML = {"Accept": "text/html"}
@@ -130,7 +131,7 @@ async def run(students: int) -> dict[str, Any]:
                     for app, path in APPS.items():
                         begun = time.monotonic()
                         await kube.create(USERLANDS, "classroom", {
-                            "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                            "apiVersion": naming.API_VERSION, "kind": "Userland",
                             "metadata": {"name": f"{app}-{login}"}, "spec": {"user": login, "template": app}})
                         url = f"http://{login}.{app}.localhost:{port}{path}"
                         # The first visit to a new origin goes through the handoff (401 to a

@@ -31,6 +31,7 @@ import aiohttp
 
 from userland.local.controlplane import ControlPlane, crd_files, free_port
 from userland.operator import builders
+from userland.platform import naming
 from userland.platform.kube import (
     DEPLOYMENTS,
     NAMESPACES,
@@ -92,7 +93,7 @@ async def api_limit(kube: KubeClient, n: int) -> float:
 
 
 TEMPLATE = {
-    "apiVersion": "userland.dev/v1alpha1",
+    "apiVersion": naming.API_VERSION,
     "kind": "Template",
     "metadata": {"name": "vscode"},
     "spec": {
@@ -114,7 +115,7 @@ TEMPLATE = {
 
 def userland(i: int) -> dict[str, Any]:
     return {
-        "apiVersion": "userland.dev/v1alpha1",
+        "apiVersion": naming.API_VERSION,
         "kind": "Userland",
         "metadata": {"name": f"vscode-student{i}"},
         "spec": {"user": f"student{i}", "template": "vscode"},

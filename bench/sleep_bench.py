@@ -44,6 +44,7 @@ from tests.local.test_make_run import browser, read_until_ready  # noqa: E402
 from tests.local.test_sleep_end_to_end import sign_in  # noqa: E402
 from userland.local.controlplane import free_port  # noqa: E402
 from userland.local.redisserver import redis_server  # noqa: E402
+from userland.platform import naming  # noqa: E402
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient  # noqa: E402
 from userland.platform.settings import Settings  # noqa: E402
 from userland.proxy.activity import ActivityTracker  # noqa: E402
@@ -205,13 +206,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait_for(read_until_ready(process, lines), 180)
         async with await KubeClient.connect(str(state / "s" / "kubeconfig")) as kube:
             demo = await kube.get(TEMPLATES, NS, "demo")
-            await kube.create(TEMPLATES, NS, {"apiVersion": "userland.dev/v1alpha1", "kind": "Template",
+            await kube.create(TEMPLATES, NS, {"apiVersion": naming.API_VERSION, "kind": "Template",
                                               "metadata": {"name": "napper"}, "spec": {
                                                   **demo["spec"], "routing": {"host": "napper.localhost"},
                                                   "displayName": "Napper", "idleTimeout": IDLE}})
             logins = [f"s{n:03d}" for n in range(args.students)]
             for login in logins:
-                await kube.create(USERLANDS, NS, {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                await kube.create(USERLANDS, NS, {"apiVersion": naming.API_VERSION, "kind": "Userland",
                                                   "metadata": {"name": f"napper-{login}"},
                                                   "spec": {"user": login, "template": "napper"}})
             # Started once (the first ones may be asleep again before the last is up).

@@ -30,7 +30,8 @@ from typing import Any
 import aiohttp
 
 from userland.local.controlplane import ControlPlane, crd_files, free_port
-from userland.platform import identity
+from userland.platform import identity, naming
+from userland.platform.bodies import userland_body
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
 
 HERE = Path(__file__).resolve().parent
@@ -42,17 +43,15 @@ PHASES = ("Ready", "Ready", "Ready", "Starting", "Suspended", "Failed")
 
 
 def template(name: str) -> dict[str, Any]:
-    return {"apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {"name": name},
+    return {"apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": name},
             "spec": {"displayName": name.upper(), "routing": {"pathPrefix": f"/{name}/"}, "port": 8080,
                      "podSpec": {"containers": [{"name": "c", "image": "demo:1"}]}}}
 
 
 def userland(student: int, tpl: str) -> dict[str, Any]:
     login = f"student{student:03d}"
-    return {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
-            "metadata": {"name": f"{tpl}-{login}", "annotations": {
-                "userland.dev/name": f"Student {student}", "userland.dev/section": str(student % 4)}},
-            "spec": {"user": login, "template": tpl}}
+    return userland_body(tpl, login, annotations={naming.ANNOTATION_STUDENT_NAME: f"Student {student}",
+                                                  naming.ANNOTATION_STUDENT_SECTION: str(student % 4)})
 
 
 def status(phase: str) -> dict[str, Any]:
@@ -91,8 +90,8 @@ def signed(login: str, role: str = "student") -> dict[str, str]:
 
 
 async def populate(kube: KubeClient, students: int) -> None:
-    course = {"name": NS, "labels": {"userland.dev/course": "true"},
-              "annotations": {"userland.dev/instructors": "teacher"}}
+    course = {"name": NS, "labels": {naming.LABEL_COURSE: "true"},
+              "annotations": {naming.ANNOTATION_INSTRUCTORS: "teacher"}}
     await kube.create(NAMESPACES, None, {"metadata": course})
     for name in TEMPLATES_USED:
         await kube.create(TEMPLATES, NS, template(name))

@@ -30,7 +30,7 @@ from aiohttp.test_utils import TestServer
 
 from userland.local.controlplane import ControlPlane, crd_files
 from userland.local.redisserver import redis_server
-from userland.platform import identity
+from userland.platform import identity, naming
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.settings import Settings
 from userland.web import security
@@ -49,10 +49,11 @@ def userland_writes(kube: KubeClient) -> int:
 
 async def course(kube: KubeClient) -> str:
     ns = f"bench-{uuid.uuid4().hex[:8]}"
-    await kube.create(NAMESPACES, None, {"metadata": {"name": ns, "labels": {"userland.dev/course": "true"},
-                                                      "annotations": {"userland.dev/instructors": TEACHER}}})
+    await kube.create(NAMESPACES, None, {"metadata": {
+        "name": ns, "labels": {naming.LABEL_COURSE: "true"},
+        "annotations": {naming.ANNOTATION_INSTRUCTORS: TEACHER}}})
     await kube.create(TEMPLATES, ns, {
-        "apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {"name": "vscode"},
+        "apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": "vscode"},
         "spec": {"routing": {"host": "vscode.example.edu"}, "port": 8080,
                  "storage": {"size": "1Gi", "mountPath": "/home/coder"},
                  "podSpec": {"containers": [{"name": "ide", "image": "demo:1"}]}}})
@@ -65,9 +66,9 @@ async def direct(kube: KubeClient, ns: str, logins: list[str]) -> float:
     async def one(login: str) -> None:
         async with limit:
             await kube.create(USERLANDS, ns, {
-                "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
-                "metadata": {"name": f"vscode-{login}", "labels": {"userland.dev/user": login,
-                                                                    "userland.dev/template": "vscode"}},
+                "apiVersion": naming.API_VERSION, "kind": "Userland",
+                "metadata": {"name": f"vscode-{login}", "labels": {naming.LABEL_USER: login,
+                                                                    naming.LABEL_TEMPLATE: "vscode"}},
                 "spec": {"user": login, "template": "vscode"}})
 
     started = time.perf_counter()

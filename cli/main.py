@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from userland.operator.status import DEFAULT_START_TIMEOUT
 from userland.platform.kubeconfig import KubeConfigError, cluster_access
 from userland.platform.logs import setup_logging
-from userland.platform.settings import Settings, SettingsError, dev_login_refusal
+from userland.platform.settings import Settings, SettingsError
 
 log = logging.getLogger("userland.cli")
 
@@ -172,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return asyncio.run(run_operator(settings, args))
     if args.command == "gateway":
+        # Each command imports what it runs (an assignment's worker Pod needs no Redis client).
+        from userland.auth.dev_login import refusal as dev_login_refusal
         from userland.proxy.server import ServerOptions, parse_listen, run_gateway
 
         try:

@@ -25,6 +25,7 @@ from userland.local.gitserver import create_git_app, make_repository
 from userland.local.supervisor import Supervisor
 from userland.platform import naming
 from userland.platform.kube import ASSIGNMENTS, AlreadyExists, KubeClient
+from userland.platform.settings import environment
 
 JSON = dict[str, Any]
 NAME = "welcome"
@@ -107,12 +108,11 @@ class LocalAssignments:
         self.store_port = 0
         self.git: GitServer | None = None
 
-    def env(self) -> dict[str, str]:
+    def settings(self) -> dict[str, str]:
         """What the operator and the web UI need to reach the store (nothing before it runs)."""
         if not self.store_port:
             return {}
-        return {"USERLAND_STORE_URL": f"http://127.0.0.1:{self.store_port}",
-                "USERLAND_STORE_SECRET": self.store_secret}
+        return {"store_url": f"http://127.0.0.1:{self.store_port}", "store_secret": self.store_secret}
 
     async def start(self, kube: KubeClient, repo: Path | None, templates: set[str]) -> None:
         if repo is None:
@@ -123,7 +123,7 @@ class LocalAssignments:
         data, port, secret = self.state_dir / "store", self.store_port, self.store_secret
         self.supervisor.add("store", lambda: spawn("store", userland_command(
             "store", "--listen", f"127.0.0.1:{port}", "--data", str(data)),
-            self.log_dir, {**os.environ, "USERLAND_STORE_SECRET": secret}))
+            self.log_dir, {**os.environ, **environment(store_secret=secret)}))
         wanted = tuple(t for t in TEMPLATES if t in templates)
         if wanted:
             await apply(kube, self.git.url, wanted)

@@ -18,7 +18,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -27,11 +26,12 @@ from aiohttp import web
 from userland.local import demo_env, mountns
 from userland.local.controlplane import die_with_parent
 from userland.local.podplan import ContainerPlan, Probe
+from userland.local.podstatus import ContainerState
 from userland.local.probes import run_probe
 from userland.local.process_tree import Confinement, Placement
 from userland.local.sockets import session_listeners
 from userland.local.users import LocalUser
-from userland.platform.events import timestamp
+from userland.platform.objects import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -40,23 +40,6 @@ NOT_FOUND = 127
 # A run this long is not a crash loop: the next backoff starts from the beginning.
 STABLE_SECONDS = 60.0
 SOCKET_CHECK_SECONDS = 2.0
-
-
-@dataclass
-class ContainerState:
-    """What the Pod's status says of one container (see podstatus.py)."""
-
-    name: str
-    image: str
-    state: str = "waiting"  # waiting | running | terminated
-    reason: str = "ContainerCreating"
-    message: str = ""
-    started_at: str = ""
-    finished_at: str = ""
-    exit_code: int | None = None
-    ready: bool = False
-    restarts: int = 0
-    last_exit: dict[str, object] = field(default_factory=dict)
 
 
 def _log_tail(path: Path, limit: int = 300) -> str:
@@ -196,7 +179,7 @@ class Container:
                           message=f"{self.plan.program} could not start: {err.strerror or err}")
                 self.on_event("Warning", "Failed", self.state.message)
                 if not restart_on_failure:
-                    self._set(state="terminated", exit_code=128, finished_at=timestamp())
+                    self._set(state="terminated", exit_code=128, finished_at=rfc3339())
                     return
             else:
                 await self._supervise(process)
@@ -220,7 +203,7 @@ class Container:
             state="running",
             reason="",
             message="",
-            started_at=timestamp(),
+            started_at=rfc3339(),
             finished_at="",
             exit_code=None,
             ready=self.plan.readiness is None,
@@ -255,7 +238,7 @@ class Container:
             "reason": reason,
             "message": message,
             "startedAt": self.state.started_at,
-            "finishedAt": timestamp(),
+            "finishedAt": rfc3339(),
         }
         self._set(
             state="terminated",
@@ -379,7 +362,7 @@ class DemoContainer(Container):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
         self._set(
-            state="running", reason="", message="", started_at=timestamp(), ready=self.plan.readiness is None
+            state="running", reason="", message="", started_at=rfc3339(), ready=self.plan.readiness is None
         )
         self.on_event("Normal", "Started", f"Started container {self.plan.name} (the demo environment)")
         await self._readiness()

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from userland.platform import naming
+from userland.platform.bodies import userland_body
 
 JSON = dict[str, Any]
 NAMESPACE = "classroom"
@@ -55,9 +56,9 @@ def shipped_templates(repo: Path) -> list[JSON]:
 def course_metadata() -> JSON:
     """The merge patch that makes the example namespace a course for the web UI."""
     return {"metadata": {
-        "labels": {"app.kubernetes.io/part-of": "userland", "userland.dev/course": "true"},
-        "annotations": {"userland.dev/title": "Classroom (local)", "userland.dev/instructors": INSTRUCTOR,
-                        "userland.dev/assistants": ""}}}
+        "labels": {"app.kubernetes.io/part-of": "userland", naming.LABEL_COURSE: "true"},
+        "annotations": {naming.ANNOTATION_COURSE_TITLE: "Classroom (local)",
+                        naming.ANNOTATION_INSTRUCTORS: INSTRUCTOR, naming.ANNOTATION_ASSISTANTS: ""}}}
 
 
 def demo_template() -> JSON:
@@ -91,12 +92,7 @@ def templates(repo: Path | None) -> list[JSON]:
 
 
 def userland(user: str, template: str) -> JSON:
-    return {
-        "apiVersion": naming.API_VERSION,
-        "kind": "Userland",
-        "metadata": {"name": naming.userland_name(template, user), "namespace": NAMESPACE},
-        "spec": {"user": user, "template": template},
-    }
+    return userland_body(template, user, namespace=NAMESPACE)
 
 
 def add_student_command(template: str = DEMO_TEMPLATE, user: str = "dave") -> str:

@@ -41,6 +41,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from userland.local.expansion import expand, expand_env
+from userland.platform.objects import meta
 
 JSON = dict[str, Any]
 Which = Callable[[str], str | None]
@@ -157,7 +158,7 @@ def localize_address(text: str, address: str) -> str:
 def volume_folders(pod: JSON, claims_root: str, scratch_root: str) -> dict[str, str]:
     """Volume name -> local folder: a claim's folder outlives the Pod, an emptyDir's does not."""
     folders: dict[str, str] = {}
-    namespace = str(_meta(pod).get("namespace") or "default")
+    namespace = str(meta(pod).get("namespace") or "default")
     for volume in _spec(pod).get("volumes") or []:
         if not isinstance(volume, dict) or not volume.get("name"):
             continue
@@ -217,10 +218,6 @@ def localize_paths(text: str, mounts: Sequence[tuple[str, str]]) -> str:
 # -- containers
 
 
-def _meta(obj: JSON) -> JSON:
-    return obj.get("metadata") or {}
-
-
 def _spec(pod: JSON) -> JSON:
     return pod.get("spec") or {}
 
@@ -234,11 +231,11 @@ def _strings(value: Any, what: str, container: str) -> list[str]:
 
 
 def _field_value(path: str, pod: JSON, address: str) -> str | None:
-    meta = _meta(pod)
+    md = meta(pod)
     known = {
-        "metadata.name": meta.get("name"),
-        "metadata.namespace": meta.get("namespace"),
-        "metadata.uid": meta.get("uid"),
+        "metadata.name": md.get("name"),
+        "metadata.namespace": md.get("namespace"),
+        "metadata.uid": md.get("uid"),
         "status.podIP": address,
         "status.hostIP": address,
         "spec.nodeName": "local",
@@ -246,7 +243,7 @@ def _field_value(path: str, pod: JSON, address: str) -> str | None:
     }
     value = known.get(path)
     if value is None and path.startswith("metadata.labels['") and path.endswith("']"):
-        value = (meta.get("labels") or {}).get(path[len("metadata.labels['") : -2])
+        value = (md.get("labels") or {}).get(path[len("metadata.labels['") : -2])
     return None if value is None else str(value)
 
 

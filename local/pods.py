@@ -20,12 +20,12 @@ from typing import Any
 
 import aiohttp
 
-from userland.local.containers import Container, ContainerState, DemoContainer
+from userland.local.containers import Container, DemoContainer
 from userland.local.podplan import DEMO_PROGRAM, ContainerPlan, PodPlan, Unrunnable
-from userland.local.podstatus import pod_status
+from userland.local.podstatus import ContainerState, pod_status
 from userland.local.process_tree import Confinement
 from userland.local.users import LocalUser
-from userland.platform.events import timestamp
+from userland.platform.objects import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class PodWorker:
         self.scratch = scratch
         self.on_change = on_change
         self.on_event = on_event
-        self.started = timestamp()
+        self.started = rfc3339()
         self.initialized = isinstance(plan, PodPlan) and not plan.init_containers
         # A Pod that runs to completion: Succeeded or Failed once every container has ended.
         self.finished: str | None = None
@@ -108,7 +108,7 @@ class PodWorker:
         return pod_status(
             address=self.address,
             start_time=self.started,
-            since=timestamp(),
+            since=rfc3339(),
             unrunnable=self.unrunnable,
             init_states=[c.state for c in self.init_containers],
             states=states,
@@ -187,13 +187,13 @@ class PodWorker:
             except OSError as err:
                 init._set(state="waiting", reason="StartError", message=str(err))
             else:
-                init._set(state="running", reason="", message="", started_at=timestamp())
+                init._set(state="running", reason="", message="", started_at=rfc3339())
                 try:
                     await process.wait()
                 finally:
                     await init.stop(process)
                 if process.returncode == 0:
-                    init._set(state="terminated", reason="Completed", exit_code=0, finished_at=timestamp())
+                    init._set(state="terminated", reason="Completed", exit_code=0, finished_at=rfc3339())
                     return
                 init._set(
                     state="waiting",

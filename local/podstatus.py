@@ -8,12 +8,29 @@ plain words) and `kubectl get pods` read this exactly as they read a real node's
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from userland.local.containers import ContainerState
 from userland.local.podplan import Unrunnable
 
 JSON = dict[str, Any]
+
+
+@dataclass
+class ContainerState:
+    """What the Pod's status says of one container (see podstatus.py)."""
+
+    name: str
+    image: str
+    state: str = "waiting"  # waiting | running | terminated
+    reason: str = "ContainerCreating"
+    message: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    exit_code: int | None = None
+    ready: bool = False
+    restarts: int = 0
+    last_exit: dict[str, object] = field(default_factory=dict)
 
 
 def _condition(kind: str, ok: bool, since: str, reason: str = "", message: str = "") -> JSON:

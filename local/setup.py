@@ -46,8 +46,10 @@ from userland.local.users import UserError, environment_user
 from userland.platform import naming
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.logs import JsonFormatter
+from userland.platform.settings import env_name, environment
 
 log = logging.getLogger(__name__)
+GITHUB_ID, GITHUB_SECRET = env_name("github_client_id"), env_name("github_client_secret")
 
 READY_TIMEOUT = 60.0
 # While starting, a child that stops this many times in a row is an error (a setting it refuses,
@@ -86,8 +88,7 @@ class LocalOptions:
 
     @property
     def github(self) -> bool:
-        env = self.env
-        return bool(env.get("USERLAND_GITHUB_CLIENT_ID") and env.get("USERLAND_GITHUB_CLIENT_SECRET"))
+        return bool(self.env.get(GITHUB_ID) and self.env.get(GITHUB_SECRET))
 
 
 def default_state_dir() -> Path:
@@ -126,8 +127,8 @@ def preflight(options: LocalOptions) -> None:
             raise SetupError(f"{binary} is not built in {options.k8s_cache}/bin: "
                              "run `make control-plane` once (it builds for a few minutes)")
     env = options.env
-    if bool(env.get("USERLAND_GITHUB_CLIENT_ID")) != bool(env.get("USERLAND_GITHUB_CLIENT_SECRET")):
-        raise SetupError("set both USERLAND_GITHUB_CLIENT_ID and USERLAND_GITHUB_CLIENT_SECRET, or neither "
+    if bool(env.get(GITHUB_ID)) != bool(env.get(GITHUB_SECRET)):
+        raise SetupError(f"set both {GITHUB_ID} and {GITHUB_SECRET}, or neither "
                          "(then the development login is used)")
 
 
@@ -218,10 +219,9 @@ class LocalSetup:
         log.warning("timed out waiting", extra={"for": what, "seconds": timeout})
         return False
 
-    def _child_env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in self.options.env.items()}
-        env.update(extra)
-        return env
+    def _child_env(self, **settings: object) -> dict[str, str]:
+        """This process's environment with `settings` (Settings' field names) on top."""
+        return {**self.options.env, **environment(**settings)}
 
     # -- the steps
 
@@ -287,41 +287,34 @@ class LocalSetup:
             # A fixed identity takes its own Lease back at once after a restart.
             "--identity", "userland-local", "--workers", "4",
         ), self.options.log_dir, self._child_env(
-            USERLAND_NAMESPACES=examples.NAMESPACE, USERLAND_LEASE_NAMESPACE=examples.NAMESPACE,
+            namespaces=(examples.NAMESPACE,), lease_namespace=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
-            USERLAND_PUBLIC_URL=self.options.public_url, USERLAND_WORKER_IMAGE="userland:local",
-            USERLAND_COLLECT_LEAD_SECONDS=self.options.env.get("USERLAND_COLLECT_LEAD_SECONDS",
-                                                               "10"), **self.assignments.env())))
+            public_url=self.options.public_url, worker_image="userland:local",
+            # Collection Pods start 10 s before a deadline here, not 60 (one machine, no scheduling).
+            collect_lead_seconds=self.options.env.get(env_name("collect_lead_seconds"), "10"),
+            **self.assignments.settings())))
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
         self.supervisor.add("web", lambda: spawn("web", userland_command(
             "web", "--kubeconfig", str(self.options.kubeconfig), "--listen", f"127.0.0.1:{self.web_port}",
         ), self.options.log_dir, self._child_env(
-            USERLAND_REDIS_URL=redis_url, USERLAND_PUBLIC_URL=self.options.public_url,
-            USERLAND_IDENTITY_SECRET=self.identity_secret, USERLAND_COOKIE_SECURE="false",
-            **self.assignments.env())))
+            redis_url=redis_url, public_url=self.options.public_url,
+            identity_secret=self.identity_secret, cookie_secure=False, **self.assignments.settings())))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
         self.gateway_internal_port = free_port()
-        extra = {
-            # The platform's own host is the web UI.
-            "USERLAND_WEB_URL": f"http://127.0.0.1:{self.web_port}",
-            "USERLAND_ADMINS": examples.ADMIN,
-            "USERLAND_NAMESPACES": examples.NAMESPACE,
-            "USERLAND_REDIS_URL": redis_url,
-            "USERLAND_PUBLIC_URL": options.public_url,
-            "USERLAND_IDENTITY_SECRET": self.identity_secret,
-            "USERLAND_UPSTREAM_MODE": "local",
-            "USERLAND_COOKIE_SECURE": "false",
-            "USERLAND_DEV_LOGIN": "false" if options.github else "true",
-            "USERLAND_INTERNAL_LISTEN": f"127.0.0.1:{self.gateway_internal_port}",
-        }
+        env = self._child_env(
+            web_url=f"http://127.0.0.1:{self.web_port}",  # the platform's own host is the web UI
+            admins=(examples.ADMIN,), namespaces=(examples.NAMESPACE,), redis_url=redis_url,
+            public_url=options.public_url, identity_secret=self.identity_secret, upstream_mode="local",
+            cookie_secure=False, dev_login=not options.github,
+            internal_listen=f"127.0.0.1:{self.gateway_internal_port}")
         self.supervisor.add("gateway", lambda: spawn("gateway", userland_command(
             "gateway", "--kubeconfig", str(options.kubeconfig), "--listen", f"127.0.0.1:{options.port}",
             "--grace", "2",
-        ), options.log_dir, self._child_env(**extra)))
+        ), options.log_dir, env))
 
     async def wait_ready(self) -> bool:
         """The gateway and operator answer, and the students' Userlands are Ready (or a warning)."""

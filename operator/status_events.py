@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from userland.operator.sleep import Verdict, cause_words
-from userland.platform.kube import JSON
-from userland.platform.objects import ready_condition
+from userland.platform.objects import JSON, ready_condition
 
 NORMAL_REASONS = ("Starting", "Waking", "Suspended")
 

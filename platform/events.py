@@ -4,18 +4,15 @@ describe` and the web UI read the same shape whoever wrote it."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from userland.platform.objects import meta as meta_of
+from userland.platform.objects import rfc3339
+
 JSON = dict[str, Any]
 MAX_MESSAGE = 1024
-
-
-def timestamp(now: float | None = None) -> str:
-    """RFC 3339 to the second, UTC, as Events and conditions carry it."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
 
 
 def event_body(
@@ -29,8 +26,8 @@ def event_body(
     now: str | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> JSON:
-    meta = involved.get("metadata") or {}
-    when = now or timestamp()
+    meta = meta_of(involved)
+    when = now or rfc3339()
     name = f"{meta.get('name')}.{uuid.uuid4().hex[:12]}"
     metadata: JSON = {"name": name, "namespace": meta.get("namespace")}
     if annotations:

@@ -136,6 +136,10 @@ class Informer:
     def by_index(self, name: str, value: Hashable) -> list[JSON]:
         return [obj for key in self.index_keys(name, value) if (obj := self.get(*key)) is not None]
 
+    def indexed_values(self, name: str) -> list[Hashable]:
+        """Every value some stored object is indexed under (such as every student with a Userland)."""
+        return [value for value, members in self._indices[name].items() if members]
+
     def _index(self, key: Key, obj: JSON | None) -> None:
         if not self._index_funcs:
             return

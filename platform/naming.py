@@ -61,6 +61,23 @@ ANNOTATION_JOB = "userland.dev/job"
 # Every worker Pod carries it (NetworkPolicies select them by it).
 LABEL_COMPONENT = "app.kubernetes.io/component"
 WORKER_COMPONENT = "assignment-worker"
+# A course is a namespace with this label ("true"); its staff and title are annotations on it,
+# written by admins (kubectl, GitOps) and read by the web UI and the gateway.
+LABEL_COURSE = "userland.dev/course"
+ANNOTATION_COURSE_TITLE = "userland.dev/title"
+ANNOTATION_INSTRUCTORS = "userland.dev/instructors"
+ANNOTATION_ASSISTANTS = "userland.dev/assistants"
+# A student's roster details on their Userland (the web UI writes them when adding students),
+# and who added them.
+ANNOTATION_STUDENT_NAME = "userland.dev/name"
+ANNOTATION_STUDENT_EMAIL = "userland.dev/email"
+ANNOTATION_STUDENT_SECTION = "userland.dev/section"
+ANNOTATION_ADDED_BY = "userland.dev/added-by"
+# The roster's fields (as the web UI's roster names them) and where each is kept.
+ROSTER_DETAILS = {"name": ANNOTATION_STUDENT_NAME, "email": ANNOTATION_STUDENT_EMAIL,
+                  "section": ANNOTATION_STUDENT_SECTION}
+# On an audit Event: the signed-in person who acted (the Event's source is the web UI).
+ANNOTATION_ACTOR = "userland.dev/actor"
 
 _SUFFIX_SERVICE = "-svc"
 _SUFFIX_DATA = "-data"

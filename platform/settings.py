@@ -1,326 +1,356 @@
 """Settings: read once from the environment into one frozen object per process.
 
-`Settings.from_env(mapping)` reads `USERLAND_*` variables (tests pass a plain dict).
-A missing or invalid setting raises `SettingsError` whose message is one line naming it;
-the command line prints that line and exits with status 2.
+Each setting is declared once, as a field of `Settings`: its name (`USERLAND_` + the field's
+name in capitals), its type, its default and a help line (`setting(...)`). From that one
+declaration come the parsing (`Settings.from_env`, one clear line naming the variable for any
+bad value), the environment other programs pass (`environment(...)`: `make run` starts the
+services with it) and the README's table of settings (`markdown_table()`, checked by a test).
+Tests pass a plain dict to `from_env`.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from userland.platform import naming
+from userland.platform.addresses import split_listen
+
+PREFIX = "USERLAND_"
+Parser = Callable[[str, str], Any]  # (variable name, its text) -> value; SettingsError if bad
 
 
 class SettingsError(ValueError):
     """A setting that is missing or invalid; str() is one line naming it."""
 
 
-def _split(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.replace("\n", ",").split(",") if part.strip())
+# ----- parsers: (variable, text) -> value -----
 
 
-def _bool(name: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
+def text(_: str, value: str) -> str:
+    return value.strip()
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.replace("\n", ",").split(",") if part.strip())
+
+
+def names(_: str, value: str) -> tuple[str, ...]:
+    return _split(value)
+
+
+def logins(_: str, value: str) -> tuple[str, ...]:
+    """Logins, orgs and `org/team` entries: GitHub compares them case-insensitively."""
+    return tuple(v.lower() for v in _split(value))
+
+
+def namespaces(variable: str, value: str) -> tuple[str, ...]:
+    found = _split(value)
+    for ns in found:
+        if not naming.is_valid_dns_label(ns):
+            raise SettingsError(f"{variable} has {ns!r}, which is not a namespace name")
+    return found
+
+
+def boolean(variable: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word in ("1", "true", "yes", "on"):
         return True
-    if value in ("0", "false", "no", "off"):
+    if word in ("0", "false", "no", "off"):
         return False
-    raise SettingsError(f"{name}={text!r} is not a boolean: use true or false")
+    raise SettingsError(f"{variable}={value!r} is not a boolean: use true or false")
 
 
-def _int(name: str, text: str, minimum: int = 0) -> int:
+def whole(minimum: int) -> Parser:
+    def parse(variable: str, value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise SettingsError(f"{variable}={value!r} is not a whole number") from None
+        if number < minimum:
+            raise SettingsError(f"{variable}={number} must be at least {minimum}")
+        return number
+    return parse
+
+
+def seconds(variable: str, value: str) -> float:
     try:
-        value = int(text)
+        number = float(value)
     except ValueError:
-        raise SettingsError(f"{name}={text!r} is not a whole number") from None
-    if value < minimum:
-        raise SettingsError(f"{name}={value} must be at least {minimum}")
-    return value
+        raise SettingsError(f"{variable}={value!r} is not a number of seconds") from None
+    if not 0.1 <= number <= 3600:
+        raise SettingsError(f"{variable}={number} must be between 0.1 and 3600 seconds")
+    return number
 
 
-def _seconds(name: str, text: str) -> float:
+def per_second(variable: str, value: str) -> float:
     try:
-        value = float(text)
+        rate = float(value)
     except ValueError:
-        raise SettingsError(f"{name}={text!r} is not a number of seconds") from None
-    if not 0.1 <= value <= 3600:
-        raise SettingsError(f"{name}={value} must be between 0.1 and 3600 seconds")
-    return value
+        raise SettingsError(f"{variable}={value!r} is not a number (environments per second)") from None
+    if not 0.1 <= rate <= 1000:
+        raise SettingsError(f"{variable}={rate} must be between 0.1 and 1000 per second")
+    return rate
 
 
-def is_loopback_host(host: str) -> bool:
-    """Whether a listen address or client address is loopback only (`localhost` counts)."""
-    host = host.strip().strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(text.strip().strip("[]").split("%", 1)[0])
-    except ValueError:
-        return None
-
-
-def client_address(peer: str, forwarded_for: Iterable[str], trusted: Iterable[str]) -> str:
-    """The client's address: the TCP peer, unless the peer is a trusted proxy (`trusted`, CIDRs):
-    then the rightmost address in `X-Forwarded-For` that is not itself a trusted proxy (what
-    the proxy nearest to us saw; anything left of it the client may have written itself)."""
-    networks = [ipaddress.ip_network(t, strict=False) for t in trusted]
-
-    def is_trusted(addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
-        return addr is not None and any(addr in net for net in networks)
-
-    if not networks or not is_trusted(_address(peer)):
-        return peer
-    hops = [h.strip() for value in forwarded_for for h in value.split(",") if h.strip()]
-    for hop in reversed(hops):
-        addr = _address(hop)
-        if addr is None:
-            return peer  # a malformed entry: stop trusting the list there
-        if not is_trusted(addr):
-            return str(addr)
-    return peer
-
-
-def dev_login_refusal(settings: Settings, listen_host: str) -> str | None:
-    """Why the development login must not run with these settings (one line), or None.
-
-    It signs anyone in as any name, admins included: only a machine's own local setup may
-    have it, never anything reachable from elsewhere or configured for production."""
-    if not settings.dev_login:
-        return None
-    if settings.github_client_id or settings.github_client_secret:
-        return "USERLAND_DEV_LOGIN=true cannot be used with GitHub credentials (USERLAND_GITHUB_CLIENT_*)"
-    if not is_loopback_host(listen_host):
-        return f"USERLAND_DEV_LOGIN=true needs a loopback --listen address, not {listen_host!r}"
-    if urlsplit(settings.public_url).scheme == "https":
-        return "USERLAND_DEV_LOGIN=true cannot be used with an https USERLAND_PUBLIC_URL"
-    if settings.cookie_secure:
-        return "USERLAND_DEV_LOGIN=true needs USERLAND_COOKIE_SECURE=false (a local HTTP setup)"
-    return None
-
-
-def split_listen(text: str) -> tuple[str, int]:
-    """`host:port` (`[::]:8081` for IPv6) as (host, port); ValueError when it is not one."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{text!r}: use host:port, such as 0.0.0.0:8081")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _url(name: str, text: str) -> str:
-    parts = urlsplit(text)
+def url(variable: str, value: str) -> str:
+    parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise SettingsError(f"{name}={text!r} is not an http(s) URL")
-    return text.rstrip("/")
+        raise SettingsError(f"{variable}={value!r} is not an http(s) URL")
+    return value.strip().rstrip("/")
+
+
+def choice(*allowed: str) -> Parser:
+    def parse(variable: str, value: str) -> str:
+        word = value.strip().lower()
+        if word not in allowed:
+            raise SettingsError(f"{variable}={value!r} must be {', '.join(allowed[:-1])} or {allowed[-1]}")
+        return word
+    return parse
+
+
+def domain(_: str, value: str) -> str:
+    return value.strip().strip(".")
+
+
+def listen(variable: str, value: str) -> str:
+    try:
+        split_listen(value)
+    except ValueError as err:
+        raise SettingsError(f"{variable}={err}") from None
+    return value.strip()
+
+
+def networks(variable: str, value: str) -> tuple[str, ...]:
+    found = _split(value)
+    for cidr in found:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise SettingsError(f"{variable} has {cidr!r}, which is not an address "
+                                "or network (such as 10.0.0.0/8)") from None
+    return found
+
+
+def label_pairs(variable: str, value: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in _split(value):
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"{variable} has {item!r}: use key=value[,key=value]")
+        pairs.append((key.strip(), val.strip()))
+    return tuple(pairs)
+
+
+def setting(default: Any, parse: Parser, help: str, *, secret: bool = False) -> Any:
+    """Declare a setting: its default, how its text is read, and one line for the README."""
+    return field(default=default, repr=not secret, metadata={"parse": parse, "help": help, "secret": secret})
+
+
+# Settings that no longer exist, refused with a line that says what to do (a value left in a
+# configuration must not be silently ignored when ignoring it changes what is safe).
+RETIRED = {
+    "COOKIE_DOMAIN": "USERLAND_COOKIE_DOMAIN is no longer used: every origin gets its own host-only "
+                     "cookie (see deploy/README.md); remove it from the configuration",
+}
 
 
 @dataclass(frozen=True)
 class Settings:
-    # Namespaces watched; empty means every namespace.
-    namespaces: tuple[str, ...] = ()
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    github_client_id: str = ""
-    github_client_secret: str = field(default="", repr=False)
-    github_url: str = "https://github.com"
-    github_api_url: str = "https://api.github.com"
-    allowed_orgs: tuple[str, ...] = ()
-    admins: tuple[str, ...] = ()
-    instructors: tuple[str, ...] = ()
-    cookie_secure: bool = True
+    # --- who and where ---
+    public_url: str = setting(
+        "", url,
+        "The platform's own address (`https://userland.example.edu`): sign-in, sign-out and the web "
+        "UI; GitHub's callback is `<this>/auth/callback`.")
+    namespaces: tuple[str, ...] = setting(
+        (), namespaces,
+        "Namespaces served (comma-separated); empty: all.")
+    redis_url: str = setting(
+        "redis://127.0.0.1:6379/0", text,
+        "Redis: sessions, sign-in state, activity.")
+    identity_secret: str = setting(
+        "", text,
+        "The key signing who is asking (`X-User`) for the web UI and the environments; at least 32 "
+        "characters, the same for the gateway and the web UI.", secret=True)
+    github_client_id: str = setting(
+        "", text,
+        "The GitHub OAuth app's client id.")
+    github_client_secret: str = setting(
+        "", text,
+        "The GitHub OAuth app's client secret.", secret=True)
+    github_url: str = setting(
+        "https://github.com", url,
+        "GitHub's address (GitHub Enterprise Server: `https://ghe.example.edu`).")
+    github_api_url: str = setting(
+        "https://api.github.com", url,
+        "GitHub's API (GitHub Enterprise Server: `https://ghe.example.edu/api/v3`).")
+    allowed_orgs: tuple[str, ...] = setting(
+        (), logins,
+        "Orgs (or `org/team`) whose members may sign in; empty: anyone with a GitHub account.")
+    admins: tuple[str, ...] = setting(
+        (), logins,
+        "Logins or `org/team` entries who manage every course.")
+    instructors: tuple[str, ...] = setting(
+        (), logins,
+        "Logins or `org/team` entries who teach every course (courses name their own staff on their "
+        "namespace).")
+    # Courses may name staff as `org/team`: ask GitHub for read:org and keep each user's teams.
+    course_teams: bool = setting(
+        False, boolean,
+        "`true`: courses name staff as `org/team`, so sign-in asks GitHub for `read:org` and the web "
+        "UI is told each user's teams (signed).")
+    # --- cookies, origins, routes ---
+    cookie_secure: bool = setting(
+        True, boolean,
+        "`true`: Secure cookies named `__Host-...`; `false` only for a local http setup.")
     # Template routes by path prefix serve environments on the platform's own origin (shared by
-    # every student): only when an admin opts in (USERLAND_ALLOW_PATH_ROUTES=true).
-    allow_path_routes: bool = False
-    identity_secret: str = field(default="", repr=False)
-    cluster_domain: str = "cluster.local"
+    # every student): only when an admin opts in.
+    allow_path_routes: bool = setting(
+        False, boolean,
+        "`true` serves path-prefix Templates on the platform's own origin, shared by every student "
+        "(see deploy/README.md).")
+    session_ttl_seconds: int = setting(
+        8 * 3600, whole(60),
+        "How long a sign-in lasts, in seconds.")
+    dev_login: bool = setting(
+        False, boolean,
+        "The development login (any name, no GitHub): only for `make run` on loopback; refused next "
+        "to GitHub credentials or https.")
+    # --- how the gateway reaches things ---
     # How the gateway reaches a student's Service: its ClusterIP from the watch (no DNS lookup
     # per connection, works without cluster DNS), its DNS name, or the local runner's address.
-    upstream_mode: Literal["clusterip", "dns", "local"] = "clusterip"
-    public_url: str = ""
-    # The web UI's Service: the gateway forwards the public host's non-/auth/ paths there.
-    web_url: str = "http://userland-web.userland-system.svc:8080"
-    # Where the operator keeps its leader-election Lease (its own namespace in a cluster).
-    lease_namespace: str = "default"
-    lease_name: str = "userland-operator"
-    # Labels of the gateway's pods, the only pods a student's environment admits.
-    gateway_pod_labels: tuple[tuple[str, str], ...] = (("app.kubernetes.io/name", "userland-gateway"),)
-    # Namespace the gateway runs in; empty means the student's own namespace.
-    gateway_namespace: str = ""
-    session_ttl_seconds: int = 8 * 3600
-    dev_login: bool = False
-    # Courses may name staff as `org/team`: ask GitHub for read:org and keep each user's teams.
-    course_teams: bool = False
-    # Gateway limits against resource exhaustion (proxy/connections.py; SECURITY.md).
-    # Bytes of one request head (request line + headers); more is a 431.
-    max_header_bytes: int = 64 * 1024
-    # Seconds a request head may take from its first byte to its end; then a 408.
-    header_timeout_seconds: float = 15.0
-    # Seconds an idle keep-alive connection (or a new one that sends nothing) is kept.
-    keepalive_timeout_seconds: float = 30.0
-    # Open connections per client address and gateway process (0: no limit). Behind a load
-    # balancer that does not keep client addresses every client shares its address: keep it generous.
-    max_connections_per_client: int = 1000
-    # Open WebSockets per signed-in user and gateway process (0: no limit).
-    max_websockets_per_user: int = 64
-    # Where the gateway serves /healthz, /metrics and /auth/verify (forward-auth): a listener of
-    # their own, never the public one, so no request from outside can choose them by its Host.
-    internal_listen: str = "0.0.0.0:8081"
-    # Open live-dashboard streams (server-sent events) per signed-in user and web UI process
-    # (0: no limit). Each holds a connection through the gateway and a subscription.
-    max_streams_per_user: int = 16
-    # OAuth logins (and development-login forms) started per client address per minute.
-    login_rate_per_minute: int = 120
-    # Reverse proxies (CIDRs) whose X-Forwarded-For names the client, for the per-client login
-    # limit. Behind an Ingress every request comes from the Ingress controller's address, so
-    # without this every user would share one limit (and anyone could use it up).
-    trusted_proxies: tuple[str, ...] = ()
-    # Sleep and wake (docs/sleep.md). Operator: environments woken from sleep (or resumed) per
-    # second, and how many at once, so "start all" for a class does not arrive as one burst.
-    wake_rate: float = 5.0
-    wake_burst: int = 20
-    # Gateway: how often a student's activity is written to Redis (at most), and to the API
-    # server (the Userland's userland.dev/last-activity, once across all replicas). Each is
-    # also at most a quarter of the Template's idleTimeout, so a short timeout is still honoured.
-    activity_redis_seconds: float = 60.0
-    activity_api_seconds: float = 300.0
-    # Assignments (docs/assignments.md). The store the operator, the web UI and worker Pods use,
-    # and the secret the operator signs jobs (and the web UI its requests) with.
-    store_url: str = "http://userland-store.userland-system.svc:8080"
-    store_secret: str = field(default="", repr=False)
-    # The image of worker Pods: empty means the operator's own (read from its Pod at start).
-    worker_image: str = ""
-    # Labels of the store's Pods, the only Pods worker Pods may connect to (in gateway_namespace,
-    # the platform's own namespace, when it is set).
-    store_pod_labels: tuple[tuple[str, str], ...] = (("app.kubernetes.io/name", "userland-store"),)
-    # Students' environments per worker Pod (one Pod per batch, per Template and node).
-    assignment_batch: int = 20
-    # Collection Pods are made this long before a deadline, so the copy is taken at it.
-    collect_lead_seconds: float = 60.0
-    # A source past these is refused with a message; so is a student's folder at collection.
-    source_max_files: int = 10_000
-    source_max_mb: int = 500
-    folder_max_files: int = 20_000
-    folder_max_mb: int = 500
+    upstream_mode: Literal["clusterip", "dns", "local"] = setting(
+        "clusterip", choice("clusterip", "dns", "local"),
+        "How the gateway reaches an environment: its Service's ClusterIP, its DNS name, or (make run)"
+        " the local runner's address.")
+    cluster_domain: str = setting(
+        "cluster.local", domain,
+        "The cluster's DNS domain (upstream mode `dns`).")
+    web_url: str = setting(
+        "http://userland-web.userland-system.svc:8080", url,
+        "Where the gateway forwards the platform host's pages (the web UI's Service).")
+    internal_listen: str = setting(
+        "0.0.0.0:8081", listen,
+        "Where the gateway serves `/healthz`, `/metrics` and `/auth/verify` (forward-auth): a "
+        "listener of their own, never the public one.")
+    # --- the operator ---
+    lease_namespace: str = setting(
+        "default", text,
+        "Where the operator keeps its leader-election Lease.")
+    lease_name: str = setting(
+        "userland-operator", text,
+        "The name of that Lease.")
+    gateway_pod_labels: tuple[tuple[str, str], ...] = setting(
+        (("app.kubernetes.io/name", "userland-gateway"),), label_pairs,
+        "Labels (`key=value,...`) of the gateway's Pods, the only Pods an environment admits.")
+    gateway_namespace: str = setting(
+        "", text,
+        "The gateway's namespace, for the environments' NetworkPolicy; empty: the student's own "
+        "namespace.")
+    # Sleep and wake (docs/sleep.md): environments woken (or resumed) per second, and how many
+    # at once, so "start all" for a class does not arrive as one burst.
+    wake_rate: float = setting(
+        5.0, per_second,
+        "Environments woken or resumed per second (the wake line).")
+    wake_burst: int = setting(
+        20, whole(1),
+        "Environments woken at once before the wake rate applies.")
+    # --- the gateway's limits (proxy/connections.py; SECURITY.md) ---
+    max_header_bytes: int = setting(
+        64 * 1024, whole(1024),
+        "Bytes of one request head (request line and headers); more is a 431.")
+    header_timeout_seconds: float = setting(
+        15.0, seconds,
+        "Seconds a request head may take from its first byte; then a 408.")
+    keepalive_timeout_seconds: float = setting(
+        30.0, seconds,
+        "Seconds an idle keep-alive connection is kept.")
+    # Behind a load balancer that does not keep client addresses every client shares its address.
+    max_connections_per_client: int = setting(
+        1000, whole(0),
+        "Open connections per client address and gateway process (0: no limit; keep it generous "
+        "behind a load balancer that hides client addresses).")
+    max_websockets_per_user: int = setting(
+        64, whole(0),
+        "Open WebSockets per signed-in user and gateway process (0: no limit).")
+    login_rate_per_minute: int = setting(
+        120, whole(1),
+        "Sign-ins one client address may start per minute; more get a 429.")
+    # Behind an Ingress every request comes from the Ingress controller's address: without this
+    # every user would share one limit (and anyone could use it up).
+    trusted_proxies: tuple[str, ...] = setting(
+        (), networks,
+        "CIDRs of reverse proxies (your Ingress controller) whose `X-Forwarded-For` names the client;"
+        " empty: the TCP peer is the client.")
+    # Activity (docs/sleep.md): how often a student's use is written to Redis and to the API
+    # server (the Userland's last-activity, once across all replicas); each also at most a
+    # quarter of the Template's idleTimeout, so a short timeout is still honoured.
+    activity_redis_seconds: float = setting(
+        60.0, seconds,
+        "At most how often the gateway notes a student's use in Redis.")
+    activity_api_seconds: float = setting(
+        300.0, seconds,
+        "At most how often a student's use is written to their Userland (once across gateway "
+        "replicas).")
+    # --- the web UI ---
+    # Each stream holds a connection through the gateway and a subscription.
+    max_streams_per_user: int = setting(
+        16, whole(0),
+        "Open live class dashboards (server-sent event streams) per signed-in user and web UI process"
+        " (0: no limit); one more gets a 429.")
+    # --- assignments (docs/assignments.md) ---
+    store_url: str = setting(
+        "http://userland-store.userland-system.svc:8080", url,
+        "The assignment store, for the operator, the web UI and the worker Pods.")
+    store_secret: str = setting(
+        "", text,
+        "The key the operator signs worker Pods' jobs with and the web UI its requests, checked by the "
+        "store; at least 32 characters, the same for all three.", secret=True)
+    worker_image: str = setting(
+        "", text,
+        "The image of assignment worker Pods; empty: the operator's own (read from its Pod at start).")
+    # In gateway_namespace, the platform's own namespace, when it is set.
+    store_pod_labels: tuple[tuple[str, str], ...] = setting(
+        (("app.kubernetes.io/name", "userland-store"),), label_pairs,
+        "Labels (`key=value,...`) of the store's Pods, the only Pods worker Pods may connect to.")
+    assignment_batch: int = setting(
+        20, whole(1),
+        "Students' environments per worker Pod (one Pod per batch, per Template and node).")
+    collect_lead_seconds: float = setting(
+        60.0, seconds,
+        "How long before a deadline the collection Pods are made, so each copy is taken at it.")
+    source_max_files: int = setting(
+        10_000, whole(1),
+        "Files of an assignment's source at most; a larger one is refused with a message.")
+    source_max_mb: int = setting(
+        500, whole(1),
+        "Megabytes of an assignment's source at most.")
+    folder_max_files: int = setting(
+        20_000, whole(1),
+        "Files of a student's folder collected at most; a larger one is not taken, with the reason.")
+    folder_max_mb: int = setting(
+        500, whole(1),
+        "Megabytes of a student's folder collected at most.")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, required: Iterable[str] = ()) -> Settings:
-        """Build settings from `USERLAND_*` variables; `required` names fields that must be set."""
+        """Build settings from `USERLAND_*` variables; `required` names fields that must be set.
+        A variable set to blanks counts as unset."""
         env = os.environ if env is None else env
-
-        def get(key: str) -> str | None:
-            value = env.get(f"USERLAND_{key}")
-            return value if value is None or value.strip() else None
-
-        values: dict[str, object] = {}
-        for key in (
-            "REDIS_URL",
-            "GITHUB_CLIENT_ID",
-            "GITHUB_CLIENT_SECRET",
-            "IDENTITY_SECRET",
-            "LEASE_NAMESPACE",
-            "LEASE_NAME",
-            "GATEWAY_NAMESPACE",
-            "STORE_SECRET",
-            "WORKER_IMAGE",
-        ):
-            if (text := get(key)) is not None:
-                values[key.lower()] = text.strip()
-        for key in ("GITHUB_URL", "GITHUB_API_URL", "PUBLIC_URL", "WEB_URL", "STORE_URL"):
-            if (text := get(key)) is not None:
-                values[key.lower()] = _url(f"USERLAND_{key}", text.strip())
-        for key in ("NAMESPACES", "ALLOWED_ORGS", "ADMINS", "INSTRUCTORS"):
-            if (text := get(key)) is not None:
-                values[key.lower()] = _split(text)
-        for key in ("ALLOWED_ORGS", "ADMINS", "INSTRUCTORS"):
-            # GitHub logins, orgs and teams are case-insensitive: compare them lowercased.
-            if key.lower() in values:
-                values[key.lower()] = tuple(v.lower() for v in values[key.lower()])  # type: ignore[attr-defined]
-        if (text := get("TRUSTED_PROXIES")) is not None:
-            proxies = _split(text)
-            for cidr in proxies:
-                try:
-                    ipaddress.ip_network(cidr, strict=False)
-                except ValueError:
-                    raise SettingsError(f"USERLAND_TRUSTED_PROXIES has {cidr!r}, which is not an address "
-                                        "or network (such as 10.0.0.0/8)") from None
-            values["trusted_proxies"] = proxies
-        for ns in values.get("namespaces", ()):  # type: ignore[attr-defined]
-            if not naming.is_valid_dns_label(ns):
-                raise SettingsError(f"USERLAND_NAMESPACES has {ns!r}, which is not a namespace name")
-        if get("COOKIE_DOMAIN") is not None:
-            # Gone on purpose: a cookie shared between origins is what per-student origins remove.
-            raise SettingsError(
-                "USERLAND_COOKIE_DOMAIN is no longer used: every origin gets its own host-only "
-                "cookie (see deploy/README.md); remove it from the configuration")
-        if (text := get("COOKIE_SECURE")) is not None:
-            values["cookie_secure"] = _bool("USERLAND_COOKIE_SECURE", text)
-        if (text := get("ALLOW_PATH_ROUTES")) is not None:
-            values["allow_path_routes"] = _bool("USERLAND_ALLOW_PATH_ROUTES", text)
-        if (text := get("DEV_LOGIN")) is not None:
-            values["dev_login"] = _bool("USERLAND_DEV_LOGIN", text)
-        if (text := get("COURSE_TEAMS")) is not None:
-            values["course_teams"] = _bool("USERLAND_COURSE_TEAMS", text)
-        if (text := get("CLUSTER_DOMAIN")) is not None:
-            values["cluster_domain"] = text.strip().strip(".")
-        if (text := get("UPSTREAM_MODE")) is not None:
-            mode = text.strip().lower()
-            if mode not in ("clusterip", "dns", "local"):
-                raise SettingsError(f"USERLAND_UPSTREAM_MODE={text!r} must be clusterip, dns or local")
-            values["upstream_mode"] = mode
-        if (text := get("SESSION_TTL_SECONDS")) is not None:
-            values["session_ttl_seconds"] = _int("USERLAND_SESSION_TTL_SECONDS", text, minimum=60)
-        for key, minimum in (("MAX_HEADER_BYTES", 1024), ("MAX_CONNECTIONS_PER_CLIENT", 0),
-                             ("MAX_WEBSOCKETS_PER_USER", 0), ("LOGIN_RATE_PER_MINUTE", 1),
-                             ("MAX_STREAMS_PER_USER", 0), ("ASSIGNMENT_BATCH", 1),
-                             ("SOURCE_MAX_FILES", 1), ("SOURCE_MAX_MB", 1), ("FOLDER_MAX_FILES", 1),
-                             ("FOLDER_MAX_MB", 1)):
-            if (text := get(key)) is not None:
-                values[key.lower()] = _int(f"USERLAND_{key}", text, minimum=minimum)
-        if (text := get("WAKE_RATE")) is not None:
-            try:
-                rate = float(text)
-            except ValueError:
-                raise SettingsError(
-                    f"USERLAND_WAKE_RATE={text!r} is not a number (environments per second)") from None
-            if not 0.1 <= rate <= 1000:
-                raise SettingsError(f"USERLAND_WAKE_RATE={rate} must be between 0.1 and 1000 per second")
-            values["wake_rate"] = rate
-        if (text := get("WAKE_BURST")) is not None:
-            values["wake_burst"] = _int("USERLAND_WAKE_BURST", text, minimum=1)
-        for key in ("ACTIVITY_REDIS_SECONDS", "ACTIVITY_API_SECONDS"):
-            if (text := get(key)) is not None:
-                values[key.lower()] = _seconds(f"USERLAND_{key}", text)
-        for key in ("HEADER_TIMEOUT_SECONDS", "KEEPALIVE_TIMEOUT_SECONDS", "COLLECT_LEAD_SECONDS"):
-            if (text := get(key)) is not None:
-                values[key.lower()] = _seconds(f"USERLAND_{key}", text)
-        if (text := get("INTERNAL_LISTEN")) is not None:
-            try:
-                split_listen(text)
-            except ValueError as err:
-                raise SettingsError(f"USERLAND_INTERNAL_LISTEN={err}") from None
-            values["internal_listen"] = text.strip()
-        if (text := get("GATEWAY_POD_LABELS")) is not None:
-            pairs = []
-            for item in _split(text):
-                key, sep, value = item.partition("=")
-                if not sep or not key:
-                    raise SettingsError(
-                        f"USERLAND_GATEWAY_POD_LABELS has {item!r}: use key=value[,key=value]"
-                    )
-                pairs.append((key.strip(), value.strip()))
-            values["gateway_pod_labels"] = tuple(pairs)
-        settings = cls(**values)  # type: ignore[arg-type]
+        for key, why in RETIRED.items():
+            if env.get(PREFIX + key, "").strip():
+                raise SettingsError(why)
+        values: dict[str, Any] = {}
+        for declared in declarations():
+            variable = env_name(declared.name)
+            raw = env.get(variable)
+            if raw is not None and raw.strip():
+                values[declared.name] = declared.metadata["parse"](variable, raw)
+        settings = cls(**values)
         settings.require(*required)
         return settings
 
@@ -331,8 +361,51 @@ class Settings:
             if name not in known:
                 raise ValueError(f"unknown setting {name}")
             if getattr(self, name) in ("", (), None):
-                raise SettingsError(f"USERLAND_{name.upper()} is required but not set")
+                raise SettingsError(f"{env_name(name)} is required but not set")
         if "identity_secret" in names and len(self.identity_secret) < 32:
-            raise SettingsError("USERLAND_IDENTITY_SECRET must be at least 32 characters")
+            raise SettingsError(f"{env_name('identity_secret')} must be at least 32 characters")
         if "store_secret" in names and len(self.store_secret) < 32:
-            raise SettingsError("USERLAND_STORE_SECRET must be at least 32 characters")
+            raise SettingsError(f"{env_name('store_secret')} must be at least 32 characters")
+
+
+def declarations() -> tuple[Field[Any], ...]:
+    return fields(Settings)
+
+
+def env_name(name: str) -> str:
+    """The environment variable of the setting `name` (a field of Settings)."""
+    return PREFIX + name.upper()
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join("=".join(v) if isinstance(v, tuple) else str(v) for v in value)
+    return str(value)
+
+
+def environment(**values: Any) -> dict[str, str]:
+    """The variables that give a service these settings (`redis_url=...` -> `USERLAND_REDIS_URL`),
+    written so `from_env` reads them back as given. An unknown name is a programming error."""
+    known = {f.name for f in declarations()}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown settings: {', '.join(unknown)}")
+    return {env_name(name): _as_text(value) for name, value in values.items()}
+
+
+def _default_text(declared: Field[Any]) -> str:
+    value = declared.default if declared.default is not MISSING else None
+    if value in ("", (), None):
+        return "(none)"
+    return f"`{_as_text(value)}`"
+
+
+def markdown_table() -> str:
+    """The README's table of settings, made from the declarations."""
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    for declared in declarations():
+        help_text = declared.metadata["help"]
+        rows.append(f"| `{env_name(declared.name)}` | {_default_text(declared)} | {help_text} |")
+    return "\n".join(rows) + "\n"

@@ -29,13 +29,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 
 from userland.platform import naming
 from userland.platform.kube import USERLANDS, KubeClient, KubeError, NotFound
 from userland.platform.models import Activity, parse_time
+from userland.platform.objects import rfc3339
 from userland.platform.settings import Settings
 from userland.proxy import vscode_frames
 
@@ -70,10 +70,6 @@ def frame_counts(data: bytes | str, activity: Activity) -> bool:
     return True
 
 
-def stamp(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def intervals(settings: Settings, idle_timeout: int | None) -> tuple[float, float]:
     """(Redis, API) write intervals for an environment with this idleTimeout."""
     redis_every, api_every = settings.activity_redis_seconds, settings.activity_api_seconds
@@ -106,6 +102,7 @@ class ActivityTracker:
         # Counters for tests and benchmarks: writes that reached each store.
         self.redis_writes = 0
         self.api_writes = 0
+        self.flushes = 0  # times flush() looked (tests wait on it instead of on time)
 
     # -- the per-request part: one dict write
 
@@ -154,6 +151,7 @@ class ActivityTracker:
     async def flush(self, *, everything: bool = False) -> None:
         """Write what is due (`everything`: all that is newer than what was written, as at
         shutdown)."""
+        self.flushes += 1
         now = self._clock()
         due: list[tuple[Key, _Entry, float]] = []
         for key, entry in list(self._entries.items()):
@@ -175,7 +173,7 @@ class ActivityTracker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for (ns, name), entry, api_every in due:
                     # The newest use any replica saw: a Lua-free max (GETs below read it back).
-                    pipe.set(f"{REDIS_PREFIX}{ns}/{name}", stamp(entry.used), get=True)
+                    pipe.set(f"{REDIS_PREFIX}{ns}/{name}", rfc3339(entry.used), get=True)
                     pipe.set(f"{REDIS_PREFIX}lease:{ns}/{name}", "1", nx=True, ex=max(1, int(api_every)))
                 results = await pipe.execute()
         except Exception as err:
@@ -199,7 +197,7 @@ class ActivityTracker:
         namespace, name = key
         # The one field the gateway writes: its RBAC allows patching Userlands, this code
         # never sends anything but this annotation.
-        patch = {"metadata": {"annotations": {naming.ANNOTATION_LAST_ACTIVITY: stamp(used)}}}
+        patch = {"metadata": {"annotations": {naming.ANNOTATION_LAST_ACTIVITY: rfc3339(used)}}}
         try:
             await self.kube.merge_patch(USERLANDS, namespace, name, patch)
         except NotFound:

@@ -51,6 +51,7 @@ from userland.auth.origins import (
 )
 from userland.auth.routes import setup_auth
 from userland.auth.session_routes import verify
+from userland.platform.addresses import client_address
 from userland.platform.kube import KubeClient
 from userland.platform.redis_pool import anonymous_client, connect_redis
 from userland.platform.routes import platform_host_of
@@ -61,7 +62,7 @@ from userland.platform.sessions import (
     SessionStoreBusy,
     SessionStoreUnavailable,
 )
-from userland.platform.settings import Settings, client_address
+from userland.platform.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
 from userland.proxy.activity import ActivityTracker
 from userland.proxy.connections import client_key

@@ -40,6 +40,7 @@ from userland.auth.origins import (
     student_origin,
 )
 from userland.platform import identity, naming
+from userland.platform.bodies import userland_body
 from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
 from userland.platform.sessions import SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
@@ -450,14 +451,7 @@ class Gateway:
     async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
         """Create the Userland; None when done (or already there), else an error page."""
         name = naming.userland_name(route.template, login)
-        body = {
-            "apiVersion": naming.API_VERSION,
-            "kind": "Userland",
-            "metadata": {"name": name, "namespace": route.namespace,
-                         "labels": {naming.LABEL_USER: naming.label_value(login),
-                                    naming.LABEL_TEMPLATE: naming.label_value(route.template)}},
-            "spec": {"user": login, "template": route.template},
-        }
+        body = userland_body(route.template, login, namespace=route.namespace)
         try:
             await self.kube.create(USERLANDS, route.namespace, body)
             log.info("self-service userland created", extra={"userland": f"{route.namespace}/{name}",

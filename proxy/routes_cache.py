@@ -14,12 +14,12 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from userland.platform import naming
+from userland.platform import naming, objects
 from userland.platform.informer import Informer
 from userland.platform.kube import JSON, SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.models import InvalidSpec, Template, parse_time
+from userland.platform.objects import meta
 from userland.platform.routes import conflict_message
 from userland.proxy.routing import RouteTable, TemplateRoute, build_routes
 
@@ -52,13 +52,8 @@ class ServiceState:
     cluster_ip: str | None = None
 
 
-def _meta(obj: JSON) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def userland_state(obj: JSON) -> UserlandState | None:
-    meta = _meta(obj)
+    md = meta(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     if not isinstance(spec, dict) or not isinstance(status, dict):
@@ -66,15 +61,12 @@ def userland_state(obj: JSON) -> UserlandState | None:
     user, template = spec.get("user"), spec.get("template")
     if not isinstance(user, str) or not isinstance(template, str) or not naming.is_valid_login(user):
         return None
-    ready_condition: dict[str, Any] = {}
-    for condition in status.get("conditions") or ():
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            ready_condition = condition
-    ready = ready_condition.get("status") == "True" and not meta.get("deletionTimestamp")
+    ready_condition = objects.ready_condition(status)
+    ready = ready_condition.get("status") == "True" and not md.get("deletionTimestamp")
     since = parse_time(ready_condition.get("lastTransitionTime")) if ready else None
     return UserlandState(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
+        namespace=str(md.get("namespace") or ""),
+        name=str(md.get("name") or ""),
         user=user.lower(),
         template=template,
         ready=ready,
@@ -87,14 +79,14 @@ def userland_state(obj: JSON) -> UserlandState | None:
 
 
 def service_state(obj: JSON) -> ServiceState:
-    meta = _meta(obj)
+    md = meta(obj)
     ports = ((obj.get("spec") or {}).get("ports")) or []
     port = ports[0].get("port") if ports and isinstance(ports[0], dict) else None
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    labels = md.get("labels") or {}
+    annotations = md.get("annotations") or {}
     return ServiceState(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
+        namespace=str(md.get("namespace") or ""),
+        name=str(md.get("name") or ""),
         user=str(labels.get(naming.LABEL_USER) or ""),
         port=port if isinstance(port, int) else None,
         upstream_annotation=annotations.get(naming.ANNOTATION_UPSTREAM),
@@ -104,11 +96,11 @@ def service_state(obj: JSON) -> ServiceState:
 
 def _trim(obj: JSON) -> JSON:
     """Keep only what the gateway reads (thousands of objects stay small)."""
-    meta = _meta(obj)
+    md = meta(obj)
     return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels",
+        "metadata": {k: md[k] for k in ("name", "namespace", "resourceVersion", "labels",
                                           "annotations", "deletionTimestamp", "creationTimestamp")
-                     if k in meta},
+                     if k in md},
         "spec": obj.get("spec") or {},
         "status": obj.get("status") or {},
     }
@@ -177,10 +169,10 @@ class RoutingCache:
         for obj in self.templates.items():
             try:
                 routes.append(TemplateRoute.from_template(
-                    Template.from_object(obj), str(_meta(obj).get("creationTimestamp") or "")))
+                    Template.from_object(obj), str(meta(obj).get("creationTimestamp") or "")))
             except InvalidSpec as err:
                 log.warning("template ignored", extra={"template": "/".join(
-                    (_meta(obj).get("namespace", ""), _meta(obj).get("name", ""))), "error": str(err)})
+                    (meta(obj).get("namespace", ""), meta(obj).get("name", ""))), "error": str(err)})
         table = build_routes(routes, self.platform_host)
         if table.routed_out != self.routes.routed_out:
             for route in table.routed_out:

@@ -30,6 +30,7 @@ from playwright.async_api import Page, async_playwright  # noqa: E402
 from tests.web.course_support import apply_rbac, render_course  # noqa: E402
 from userland.local.controlplane import ControlPlane, crd_files, free_port  # noqa: E402
 from userland.local.redisserver import redis_server  # noqa: E402
+from userland.platform import naming  # noqa: E402
 from userland.platform.kube import (  # noqa: E402
     EVENTS,
     NAMESPACES,
@@ -69,7 +70,7 @@ def template(name: str, title: str, description: str, image: str, reclaim: str |
         "port": 8080, "podSpec": {"containers": [{"name": "main", "image": image}]}}
     if reclaim:
         spec["storage"] = {"size": "2Gi", "mountPath": "/home/student", "reclaimPolicy": reclaim}
-    return {"apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {"name": name},
+    return {"apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": name},
             "spec": spec}
 
 
@@ -86,10 +87,10 @@ async def status(kube: KubeClient, ns: str, name: str, phase: str, reason: str, 
 async def demo_course(kube: KubeClient) -> None:
     rng = random.Random(7)
     for ns, title, bound in ((COURSE, "Databases 101", True), (OTHER, "Web Development", False)):
-        annotations = {"userland.dev/title": title, "userland.dev/instructors": "teacher",
-                       "userland.dev/assistants": "ta-sam,ta-kim"}
+        annotations = {naming.ANNOTATION_COURSE_TITLE: title, naming.ANNOTATION_INSTRUCTORS: "teacher",
+                       naming.ANNOTATION_ASSISTANTS: "ta-sam,ta-kim"}
         await kube.create(NAMESPACES, None, {"metadata": {
-            "name": ns, "labels": {"userland.dev/course": "true"}, "annotations": annotations}})
+            "name": ns, "labels": {naming.LABEL_COURSE: "true"}, "annotations": annotations}})
         if bound:
             (binding,) = [d for d in render_course(ns) if d["kind"] == "RoleBinding"]
             await kube.create(ROLEBINDINGS, ns, binding)
@@ -110,16 +111,17 @@ async def demo_course(kube: KubeClient) -> None:
     logins = [f"{first.lower()}-{last.lower()}"[:39] for first, last in zip(FIRST, LAST, strict=True)]
     logins[0] = "alice"
     for i, login in enumerate(logins):
-        annotations = {"userland.dev/name": f"{FIRST[i]} {LAST[i]}",
-                       "userland.dev/email": f"{login}@uni.example",
-                       "userland.dev/section": "A" if i % 2 else "B", "userland.dev/added-by": "teacher",
-                       "userland.dev/last-activity": rfc3339(rng.randint(60, 3 * 86400))}
+        annotations = {naming.ANNOTATION_STUDENT_NAME: f"{FIRST[i]} {LAST[i]}",
+                       naming.ANNOTATION_STUDENT_EMAIL: f"{login}@uni.example",
+                       naming.ANNOTATION_STUDENT_SECTION: "A" if i % 2 else "B",
+                       naming.ANNOTATION_ADDED_BY: "teacher",
+                       naming.ANNOTATION_LAST_ACTIVITY: rfc3339(rng.randint(60, 3 * 86400))}
         for tmpl in ("vscode", "mariadb"):
             name = f"{tmpl}-{login}"
             await kube.create(USERLANDS, COURSE, {
-                "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                "apiVersion": naming.API_VERSION, "kind": "Userland",
                 "metadata": {"name": name, "annotations": annotations,
-                             "labels": {"userland.dev/user": login, "userland.dev/template": tmpl}},
+                             "labels": {naming.LABEL_USER: login, naming.LABEL_TEMPLATE: tmpl}},
                 "spec": {"user": login, "template": tmpl, "suspended": i in (7, 19)}})
             url = f"http://{login}.{tmpl}.userland.localhost/"
             if i in (7, 19):
@@ -136,7 +138,7 @@ async def demo_course(kube: KubeClient) -> None:
                 await kube.create(EVENTS, COURSE, {
                     "metadata": {"name": f"{name}.failed"}, "type": "Warning", "reason": "Failed",
                     "message": 'Failed to pull image "mariadb:11.4": rpc error: code = NotFound',
-                    "involvedObject": {"apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+                    "involvedObject": {"apiVersion": naming.API_VERSION, "kind": "Userland",
                                        "name": name, "namespace": COURSE, "uid": obj["metadata"]["uid"]},
                     "firstTimestamp": rfc3339(900), "lastTimestamp": rfc3339(60), "count": 14})
             else:

@@ -15,7 +15,7 @@ from aiohttp import web
 from userland.platform import naming
 from userland.platform.kube import NAMESPACES, NotFound
 from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
-from userland.web.courses import COURSE_LABEL, Action, Course, CourseRole, course_role, may
+from userland.web.courses import Action, Course, CourseRole, course_role, may
 
 
 class CourseDirectory(Protocol):
@@ -55,7 +55,7 @@ async def find_course(request: web.Request, namespace: str) -> Course | None:
     except NotFound:
         return None
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return Course.from_namespace(obj) if labels.get(COURSE_LABEL) == "true" else None
+    return Course.from_namespace(obj) if labels.get(naming.LABEL_COURSE) == "true" else None
 
 
 async def require_course(request: web.Request, namespace: str, action: Action,

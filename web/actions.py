@@ -25,10 +25,11 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from userland.platform import naming
+from userland.platform.bodies import userland_body
 from userland.platform.kube import (
     JSON,
     TEMPLATES,
@@ -38,6 +39,7 @@ from userland.platform.kube import (
     KubeError,
     NotFound,
 )
+from userland.platform.objects import rfc3339
 from userland.web import row_status
 from userland.web.audit import record_event
 from userland.web.roster import RosterRow
@@ -59,10 +61,6 @@ _PHRASES: dict[str, str] = {
     "invalid": "invalid", "not_allowed": "not allowed", "error": "failed",
 }
 
-NAME_ANNOTATION = "userland.dev/name"
-EMAIL_ANNOTATION = "userland.dev/email"
-SECTION_ANNOTATION = "userland.dev/section"
-ADDED_BY_ANNOTATION = "userland.dev/added-by"
 NOT_A_COURSE = "this namespace is not a course the web UI may manage"
 
 
@@ -86,38 +84,22 @@ def summarize(results: Sequence[RowResult]) -> str:
     return ", ".join(parts) or "nothing to do"
 
 
-def restart_stamp(now: datetime | None = None) -> str:
-    """RFC 3339 in UTC, to the second (as `kubectl rollout restart` writes it)."""
-    moment = now or datetime.now(UTC)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def desired_userland(template: str, row: RosterRow, *, actor: str) -> JSON:
     """The Userland a valid roster row asks for (pure)."""
-    annotations = {ADDED_BY_ANNOTATION: actor}
-    for key, value in ((NAME_ANNOTATION, row.name), (EMAIL_ANNOTATION, row.email),
-                       (SECTION_ANNOTATION, row.section)):
-        if value:
-            annotations[key] = value
-    return {
-        "apiVersion": naming.API_VERSION,
-        "kind": "Userland",
-        "metadata": {
-            "name": naming.userland_name(template, row.login),
-            "labels": {naming.LABEL_USER: row.login, naming.LABEL_TEMPLATE: template},
-            "annotations": annotations,
-        },
-        "spec": {"user": row.login, "template": template},
-    }
+    annotations = {naming.ANNOTATION_ADDED_BY: actor}
+    annotations.update({key: value for key, value in _roster_details(row).items() if value})
+    return userland_body(template, row.login, annotations=annotations)
 
 
 def details_patch(existing: JSON, row: RosterRow) -> dict[str, str]:
     """Roster details (name, email, section) that differ on an existing Userland (pure)."""
     have = (existing.get("metadata") or {}).get("annotations") or {}
-    wanted = {NAME_ANNOTATION: row.name, EMAIL_ANNOTATION: row.email, SECTION_ANNOTATION: row.section}
-    return {key: value for key, value in wanted.items() if value and have.get(key) != value}
+    return {key: value for key, value in _roster_details(row).items() if value and have.get(key) != value}
+
+
+def _roster_details(row: RosterRow) -> dict[str, str]:
+    """The row's details keyed by the annotation that keeps each."""
+    return {annotation: getattr(row, field) for field, annotation in naming.ROSTER_DETAILS.items()}
 
 
 def _spec(obj: JSON) -> tuple[str, str]:
@@ -310,7 +292,7 @@ async def remove_students(kube: KubeClient, namespace: str, userland_names: Sequ
 async def restart(kube: KubeClient, namespace: str, userland_names: Sequence[str], *, actor: str,
                   now: datetime | None = None, concurrency: int = 32) -> list[RowResult]:
     """Set `userland.dev/restartedAt`; the operator rolls the pod template (new pods)."""
-    stamp = restart_stamp(now)
+    stamp = rfc3339(now)
 
     async def step(name: str) -> _Done:
         patched = await kube.merge_patch(
@@ -393,7 +375,7 @@ async def start(kube: KubeClient, namespace: str, userland_names: Sequence[str],
     the Template's idleTimeout from then, and names the staff member in its Event instead of
     "its student opened it".
     """
-    stamp = restart_stamp(now)
+    stamp = rfc3339(now)
 
     async def step(name: str) -> _Done:
         current = await kube.get(USERLANDS, namespace, name)

@@ -29,14 +29,15 @@ import json
 import logging
 import os
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio
 
+from userland.platform import naming
 from userland.platform.events import event_body as platform_event_body
 from userland.platform.kube import EVENTS, JSON, KubeClient
+from userland.platform.objects import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ COURSE_MAXLEN = 2_000
 ALL_MAXLEN = 5_000
 AUDIT_COURSE_BUDGET_BYTES = 6 * 1024 * 1024
 AUDIT_ALL_BUDGET_BYTES = 16 * 1024 * 1024
-ACTOR_ANNOTATION = "userland.dev/actor"
 _HOST = os.environ.get("HOSTNAME") or socket.gethostname()
 
 
@@ -159,13 +159,14 @@ class AuditLog:
 def event_body(involved: JSON, *, reason: str, message: str, actor: str, now: str, host: str) -> JSON:
     """An audit Event: who did it is in the message and in an annotation (for filtering)."""
     return platform_event_body(involved, "Normal", reason, f"{message} (by {actor} in the web UI)",
-                             component=COMPONENT, host=host, now=now, annotations={ACTOR_ANNOTATION: actor})
+                               component=COMPONENT, host=host, now=now,
+                               annotations={naming.ANNOTATION_ACTOR: actor})
 
 
 async def record_event(kube: KubeClient, obj: JSON, *, reason: str, message: str, actor: str) -> None:
     """A core/v1 Event on `obj` (a Userland), reported by userland-web. Never raises."""
     try:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = rfc3339()
         body = event_body(obj, reason=reason, message=message, actor=actor, now=now, host=_HOST)
         await kube.create(EVENTS, body["metadata"]["namespace"], body)
     except Exception as err:  # an audit Event must never fail the action it describes

@@ -13,12 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from userland.platform import naming
 from userland.platform.identity import Identity
-
-COURSE_LABEL = "userland.dev/course"
-INSTRUCTORS_ANNOTATION = "userland.dev/instructors"
-ASSISTANTS_ANNOTATION = "userland.dev/assistants"
-TITLE_ANNOTATION = "userland.dev/title"
 
 CourseRole = Literal["admin", "instructor", "assistant"]
 Action = Literal["view", "start", "restart", "suspend", "resume", "add", "remove",
@@ -53,9 +49,9 @@ class Course:
         meta = obj.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         name = str(meta.get("name") or "")
-        return cls(namespace=name, title=str(annotations.get(TITLE_ANNOTATION) or name),
-                   instructors=_entries(annotations.get(INSTRUCTORS_ANNOTATION)),
-                   assistants=_entries(annotations.get(ASSISTANTS_ANNOTATION)))
+        return cls(namespace=name, title=str(annotations.get(naming.ANNOTATION_COURSE_TITLE) or name),
+                   instructors=_entries(annotations.get(naming.ANNOTATION_INSTRUCTORS)),
+                   assistants=_entries(annotations.get(naming.ANNOTATION_ASSISTANTS)))
 
 
 def _named(entries: Iterable[str], who: Identity) -> bool:

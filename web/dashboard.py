@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from userland.web import row_status, slim
+from userland.platform import naming
+from userland.web import row_status
 from userland.web.row_status import Problem
 
 JSON = dict[str, Any]
@@ -120,7 +121,7 @@ def environment(userland: JSON, template: JSON | None, pods: Iterable[JSON] = ()
         name=name, template=template_name, template_title=template_title(template, template_name),
         phase=phase, reason=reason, detail=str(ready.get("message") or ""),
         condition=condition, problems=problems, since=since,
-        last_activity=parse_time(annotations.get(slim.ANNOTATION_LAST_ACTIVITY)),
+        last_activity=parse_time(annotations.get(naming.ANNOTATION_LAST_ACTIVITY)),
         url=str(status.get("url") or ""), suspended=bool(spec.get("suspended")),
         reclaim_policy=str(storage.get("reclaimPolicy") or ""))
 
@@ -130,8 +131,7 @@ def student_row(login: str, userlands: Sequence[JSON], environments: Sequence[En
     details: dict[str, str] = {}
     for obj in userlands:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        for key, annotation in (("name", slim.ANNOTATION_NAME), ("email", slim.ANNOTATION_EMAIL),
-                                ("section", slim.ANNOTATION_SECTION)):
+        for key, annotation in naming.ROSTER_DETAILS.items():
             if annotations.get(annotation) and key not in details:
                 details[key] = str(annotations[annotation])
     envs = tuple(sorted(environments, key=lambda e: (e.template_title.lower(), e.name)))

@@ -22,7 +22,7 @@ from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient,
 from userland.web import row_status
 from userland.web.access import Refused
 from userland.web.context import identity_of, web_context
-from userland.web.courses import COURSE_LABEL, Course
+from userland.web.courses import Course
 
 JSON = dict[str, Any]
 BINDINGS_PATH = "/auth/admin/bindings/"  # served by the gateway (auth/routes.py)
@@ -101,7 +101,7 @@ async def _course_summary(kube: KubeClient, course: Course) -> CourseSummary:
 async def _courses(request: web.Request) -> list[CourseSummary]:
     ctx = web_context(request)
     assert ctx.kube is not None
-    namespaces = (await ctx.kube.list(NAMESPACES, label_selector=f"{COURSE_LABEL}=true"))["items"]
+    namespaces = (await ctx.kube.list(NAMESPACES, label_selector=f"{naming.LABEL_COURSE}=true"))["items"]
     courses = sorted((Course.from_namespace(ns) for ns in namespaces), key=lambda c: c.namespace)
     return list(await asyncio.gather(*(_course_summary(ctx.kube, c) for c in courses)))
 

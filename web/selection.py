@@ -31,8 +31,6 @@ COURSE_ACTIONS: tuple[CourseAction, ...] = ("start", "restart", "suspend", "resu
 MAX_TARGETS = 5000  # more names than any course has: a bigger form is not ours
 MAX_STUDENTS_WITHOUT_COURSE_PERMISSION = 1
 
-ANNOTATION_NAME = "userland.dev/name"
-ANNOTATION_SECTION = "userland.dev/section"
 
 # Words for the teacher, one per action outcome (web/actions.py `Outcome`).
 OUTCOME_WORDS: Mapping[str, str] = {
@@ -133,8 +131,8 @@ def target_of(obj: JSON) -> Target:
     annotations = meta.get("annotations") or {}
     return Target(name=str(meta.get("name") or ""), login=naming.login_of(spec.get("user")),
                   template=str(spec.get("template") or ""), phase=row_status.phase_of(obj),
-                  display_name=str(annotations.get(ANNOTATION_NAME) or ""),
-                  section=str(annotations.get(ANNOTATION_SECTION) or ""))
+                  display_name=str(annotations.get(naming.ANNOTATION_STUDENT_NAME) or ""),
+                  section=str(annotations.get(naming.ANNOTATION_STUDENT_SECTION) or ""))
 
 
 @dataclass(frozen=True)

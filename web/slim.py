@@ -15,13 +15,10 @@ from userland.platform import naming
 JSON = dict[str, Any]
 
 # Userland annotations the pages show (roster details and sleep/wake's last activity).
-ANNOTATION_NAME = "userland.dev/name"
-ANNOTATION_EMAIL = "userland.dev/email"
-ANNOTATION_SECTION = "userland.dev/section"
-ANNOTATION_LAST_ACTIVITY = "userland.dev/last-activity"
-_KEPT_ANNOTATIONS = (ANNOTATION_NAME, ANNOTATION_EMAIL, ANNOTATION_SECTION, ANNOTATION_LAST_ACTIVITY,
-                     "userland.dev/title", "userland.dev/instructors", "userland.dev/assistants")
-_KEPT_LABELS = (naming.LABEL_USER, naming.LABEL_TEMPLATE, naming.LABEL_USERLAND, "userland.dev/course")
+_KEPT_ANNOTATIONS = (*naming.ROSTER_DETAILS.values(), naming.ANNOTATION_LAST_ACTIVITY,
+                     naming.ANNOTATION_COURSE_TITLE, naming.ANNOTATION_INSTRUCTORS,
+                     naming.ANNOTATION_ASSISTANTS)
+_KEPT_LABELS = (naming.LABEL_USER, naming.LABEL_TEMPLATE, naming.LABEL_USERLAND, naming.LABEL_COURSE)
 
 
 def _meta(obj: JSON, *, labels: bool = False, annotations: bool = False) -> JSON:

@@ -35,8 +35,9 @@ from userland.platform.kube import (
     KubeClient,
     KubeError,
 )
+from userland.platform.objects import labels_of, meta
 from userland.web import dashboard, slim
-from userland.web.courses import COURSE_LABEL, Course
+from userland.web.courses import Course
 from userland.web.notifier import EVERYTHING, Notifier
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,11 @@ WatchStatus = Literal["starting", "ready", "not_set_up", "degraded"]
 STATE = "userland.class_state"  # WebContext.extras key for the ClassState
 
 
-def _meta(obj: JSON | None) -> JSON:
-    return (obj or {}).get("metadata") or {}
+# Index names on a course's informers.
+BY_USER = "user"              # Userlands by their student's login
+BY_OWNED_NAME = "owned-name"  # Userlands by their own name and their Deployment's
+BY_USERLAND = "userland"      # Pods by their Userland's label value
+BY_INVOLVED = "involved"      # Warning Events by the object they are about (see _involved)
 
 
 def assignments_channel(namespace: str) -> str:
@@ -56,6 +60,36 @@ def assignments_channel(namespace: str) -> str:
 
 def _user(obj: JSON | None) -> str:
     return naming.login_of(((obj or {}).get("spec") or {}).get("user"))
+
+
+def _deployment(userland: JSON) -> str:
+    """The name of the Deployment the operator makes for this Userland."""
+    template = str((userland.get("spec") or {}).get("template") or "")
+    try:
+        return naming.deployment_name(template, _user(userland))
+    except naming.InvalidName:
+        return str(meta(userland).get("name") or "")
+
+
+def _owned_names(userland: JSON) -> list[str]:
+    return [str(meta(userland).get("name") or ""), _deployment(userland)]
+
+
+def _warning_about(event: JSON) -> list[str]:
+    return [_involved(event)] if event.get("type") == "Warning" else []
+
+
+def _involved(event: JSON) -> str:
+    """The name a Warning Event is found under: its Deployment's for a ReplicaSet's or a Pod's
+    (`<deployment>-<replicaset hash>[-<pod suffix>]`), so it is found even after the Pod is gone."""
+    involved = event.get("involvedObject") or {}
+    name = str(involved.get("name") or "")
+    kind = involved.get("kind")
+    if kind == "ReplicaSet":
+        return name.rsplit("-", 1)[0]
+    if kind == "Pod":
+        return name.rsplit("-", 2)[0]
+    return name
 
 
 class CourseWatch:
@@ -84,12 +118,11 @@ class CourseWatch:
         self.assignments = informer(ASSIGNMENTS, slim.assignment)
         self.informers = (self.userlands, self.templates, self.deployments, self.pods, self.events,
                           self.assignments)
-        # Indices (names within this namespace).
-        self.by_user: dict[str, set[str]] = {}          # login -> Userland names
-        self.owner: dict[str, str] = {}                  # Userland or Deployment name -> login
-        self.deployment_of: dict[str, str] = {}          # Userland name -> its Deployment's name
-        self.pods_of: dict[str, set[str]] = {}           # Userland label value -> pod names
-        self.warnings: dict[str, set[str]] = {}          # involved object name -> Warning Event names
+        # Indexes on the informers (kept by them, before any handler runs).
+        self.userlands.add_index(BY_USER, lambda obj: [_user(obj)])
+        self.userlands.add_index(BY_OWNED_NAME, _owned_names)
+        self.pods.add_index(BY_USERLAND, lambda obj: [labels_of(obj).get(naming.LABEL_USERLAND, "")])
+        self.events.add_index(BY_INVOLVED, _warning_about)
         self._rows: dict[str, dashboard.StudentRow] = {}
         self.userlands.add_handler(self._on_userland)
         self.templates.add_handler(self._on_template)
@@ -111,27 +144,6 @@ class CourseWatch:
         self.notifier.changed(self.namespace, {EVERYTHING})
 
     def _on_userland(self, old: JSON | None, new: JSON | None) -> None:
-        for obj, present in ((old, False), (new, True)):
-            if obj is None:
-                continue
-            name, user = str(_meta(obj).get("name") or ""), _user(obj)
-            spec = obj.get("spec") or {}
-            try:
-                deployment = naming.deployment_name(str(spec.get("template") or ""), user)
-            except naming.InvalidName:
-                deployment = name
-            if present:
-                self.by_user.setdefault(user, set()).add(name)
-                self.owner[name] = self.owner[deployment] = user
-                self.deployment_of[name] = deployment
-            else:
-                names = self.by_user.get(user, set())
-                names.discard(name)
-                if not names:
-                    self.by_user.pop(user, None)
-                if new is None:
-                    self.owner.pop(name, None)
-                    self.owner.pop(self.deployment_of.pop(name, deployment), None)
         self._touch({_user(old), _user(new)})
 
     def _on_template(self, old: JSON | None, new: JSON | None) -> None:
@@ -139,57 +151,26 @@ class CourseWatch:
 
     def _on_deployment(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old or {}
-        labels = _meta(obj).get("labels") or {}
-        self._touch({str(labels.get(naming.LABEL_USER) or self.owner.get(_meta(obj).get("name", ""), ""))})
+        login = labels_of(obj).get(naming.LABEL_USER) or self._owner(str(meta(obj).get("name") or ""))
+        self._touch({str(login)})
 
     def _on_pod(self, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old or {}
-        name = str(_meta(obj).get("name") or "")
-        labels = _meta(obj).get("labels") or {}
-        userland = str(labels.get(naming.LABEL_USERLAND) or "")
-        if new is not None:
-            self.pods_of.setdefault(userland, set()).add(name)
-        else:
-            pods = self.pods_of.get(userland, set())
-            pods.discard(name)
-            if not pods:
-                self.pods_of.pop(userland, None)
-        self._touch({str(labels.get(naming.LABEL_USER) or "")})
+        self._touch({str(labels_of(new or old).get(naming.LABEL_USER) or "")})
 
-    def _involved(self, event: JSON) -> str:
-        """The name an Event is indexed under: its Deployment's for a ReplicaSet's or a Pod's
-        (`<deployment>-<replicaset hash>[-<pod suffix>]`), so it is found even after the pod is gone."""
-        involved = event.get("involvedObject") or {}
-        name = str(involved.get("name") or "")
-        kind = involved.get("kind")
-        if kind == "ReplicaSet":
-            return name.rsplit("-", 1)[0]
-        if kind == "Pod":
-            return name.rsplit("-", 2)[0]
-        return name
-
-    def _event_owner(self, event: JSON) -> str:
-        return self.owner.get(self._involved(event), "")
+    def _owner(self, name: str) -> str:
+        """The student whose Userland (or its Deployment) has this name ('' when none does)."""
+        owners = self.userlands.by_index(BY_OWNED_NAME, name)
+        return _user(owners[0]) if owners else ""
 
     def _on_event(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old or {}
-        if obj.get("type") != "Warning":
-            return
-        name = str(_meta(obj).get("name") or "")
-        target = self._involved(obj)
-        if new is not None:
-            self.warnings.setdefault(target, set()).add(name)
-        else:
-            names = self.warnings.get(target, set())
-            names.discard(name)
-            if not names:
-                self.warnings.pop(target, None)
-        self._touch({self._event_owner(obj)})
+        if obj.get("type") == "Warning":
+            self._touch({self._owner(_involved(obj))})
 
     def _on_assignment(self, old: JSON | None, new: JSON | None) -> None:
         # Assignment pages listen on their own channel: a status write of a 500-student table
         # re-renders that table, not the class dashboard's rows.
-        name = str(_meta(new or old).get("name") or "")
+        name = str(meta(new or old).get("name") or "")
         self.notifier.changed(assignments_channel(self.namespace), {name})
 
     def assignment_objects(self) -> list[JSON]:
@@ -200,33 +181,25 @@ class CourseWatch:
 
     # ---- reads ----
     def _warnings_for(self, names: Iterable[str]) -> list[JSON]:
-        found = []
-        for name in names:
-            for event_name in self.warnings.get(name, ()):
-                event = self.events.get(self.namespace, event_name)
-                if event is not None:
-                    found.append(event)
-        return found
+        return [event for name in names for event in self.events.by_index(BY_INVOLVED, name)]
 
     def template_objects(self) -> dict[str, JSON]:
-        return {str(_meta(t).get("name")): t for t in self.templates.items()}
+        return {str(meta(t).get("name")): t for t in self.templates.items()}
 
     def row(self, login: str, templates: dict[str, JSON] | None = None) -> dashboard.StudentRow | None:
         cached = self._rows.get(login)
         if cached is not None:
             return cached
-        names = self.by_user.get(login)
-        if not names:
+        userlands = self.userlands.by_index(BY_USER, login)
+        if not userlands:
             return None
         templates = self.template_objects() if templates is None else templates
-        userlands = [u for u in (self.userlands.get(self.namespace, n) for n in sorted(names)) if u]
         envs = []
         for obj in userlands:
-            name = str(_meta(obj).get("name"))
-            pod_names = self.pods_of.get(naming.label_value(name), set())
-            pods = [p for p in (self.pods.get(self.namespace, n) for n in pod_names) if p]
-            deployment = self.deployment_of.get(name, name)
-            events = self._warnings_for({name, deployment, *pod_names})
+            name = str(meta(obj).get("name"))
+            pods = self.pods.by_index(BY_USERLAND, naming.label_value(name))
+            pod_names = {str(meta(p).get("name")) for p in pods}
+            events = self._warnings_for({name, _deployment(obj), *pod_names})
             template = templates.get(str((obj.get("spec") or {}).get("template") or ""))
             envs.append(dashboard.environment(obj, template, pods, events))
         row = dashboard.student_row(login, userlands, envs)
@@ -234,8 +207,9 @@ class CourseWatch:
         return row
 
     def rows(self) -> list[dashboard.StudentRow]:
-        templates = self.template_objects() if any(u not in self._rows for u in self.by_user) else {}
-        rows = (self.row(login, templates) for login in list(self.by_user))
+        logins = [str(login) for login in self.userlands.indexed_values(BY_USER)]
+        templates = self.template_objects() if any(u not in self._rows for u in logins) else {}
+        rows = (self.row(login, templates) for login in logins)
         return [r for r in rows if r is not None]
 
     def userland_names(self) -> set[str]:
@@ -283,7 +257,7 @@ class ClassState:
         self.kube = kube
         self.notifier = Notifier(tick)
         self.probe_interval = probe_interval
-        self.namespaces = Informer(kube, NAMESPACES, label_selector=f"{COURSE_LABEL}=true",
+        self.namespaces = Informer(kube, NAMESPACES, label_selector=f"{naming.LABEL_COURSE}=true",
                                    transform=slim.namespace, compact=True)
         self.namespaces.add_handler(self._on_namespace)
         self.watches: dict[str, CourseWatch] = {}
@@ -291,7 +265,7 @@ class ClassState:
         self._background: list[asyncio.Task[None]] = []
 
     def _on_namespace(self, old: JSON | None, new: JSON | None) -> None:
-        name = str(_meta(new or old).get("name") or "")
+        name = str(meta(new or old).get("name") or "")
         if new is not None and name not in self.watches:
             watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval)
             self.watches[name] = watch

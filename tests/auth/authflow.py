@@ -7,7 +7,6 @@ get and send.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.cookies import Morsel, SimpleCookie
@@ -20,6 +19,7 @@ from aiohttp.test_utils import TestClient
 from fakes.github import FakeGitHub
 from yarl import URL
 
+from tests.support import free_port
 from userland.auth.origins import cookie_names
 from userland.auth.routes import setup_auth
 from userland.platform.sessions import RedisSessionStore, SessionStore
@@ -30,12 +30,6 @@ AUTH_TEST_DB = 9
 SESSION_COOKIE = cookie_names(secure=True).session
 NONCE_COOKIE = cookie_names(secure=True).nonce
 PLAIN_SESSION_COOKIE = cookie_names(secure=False).session
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def create_test_app(settings: Settings, *, redis: redis.asyncio.Redis, store: SessionStore,

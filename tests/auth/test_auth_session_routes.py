@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio
-from authflow import SESSION_COOKIE, AppFactory, free_port, set_cookies
+from authflow import SESSION_COOKIE, AppFactory, set_cookies
 
+from tests.support import free_port
 from userland.auth.routes import current_session
 from userland.platform.sessions import (
     MemorySessionStore,

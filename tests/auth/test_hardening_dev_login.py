@@ -18,10 +18,13 @@ import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import web
-from authflow import create_test_app, free_port
+from authflow import create_test_app
 
+from tests.support import free_port
+from userland.auth.dev_login import refusal as dev_login_refusal
+from userland.platform.addresses import is_loopback_host
 from userland.platform.sessions import RedisSessionStore
-from userland.platform.settings import Settings, dev_login_refusal, is_loopback_host
+from userland.platform.settings import Settings
 
 LOCAL_OK = {
     "USERLAND_DEV_LOGIN": "true", "USERLAND_COOKIE_SECURE": "false",

@@ -15,11 +15,12 @@ import pytest
 import redis.asyncio
 import redis.exceptions
 
+from tests.support import eventually
 from userland.local.controlplane import free_port
 from userland.platform.redis_pool import PoolExhausted, anonymous_client, connect_redis
 from userland.platform.sessions import RedisSessionStore, SessionStoreBusy, SessionStoreUnavailable
 
-HOLD = 1  # seconds a BLPOP holds its connection
+HOLD = 1.5  # seconds a BLPOP holds its connection (under the client's 2 s read timeout)
 
 
 @pytest.fixture
@@ -46,6 +47,28 @@ def hold(client: redis.asyncio.Redis, name: str | None) -> asyncio.Task[Any]:
     return asyncio.create_task(as_client(name, client.blpop(["userland-test:never"], timeout=HOLD)))
 
 
+@pytest.fixture
+async def blocked(redis_url: str) -> AsyncIterator[Callable[[int], Awaitable[None]]]:
+    """`await blocked(n)`: wait until Redis holds n more blocked clients than when the test began
+    (the holds have their connections: Redis itself says so)."""
+    observer = redis.asyncio.from_url(redis_url)
+
+    async def count() -> int:
+        return int((await observer.info("clients"))["blocked_clients"])
+
+    baseline = await count()
+
+    async def wait(more: int) -> None:
+        await eventually(lambda: _at_least(count(), baseline + more), timeout=HOLD)
+
+    yield wait
+    await observer.aclose()
+
+
+async def _at_least(value: Awaitable[int], wanted: int) -> bool:
+    return await value >= wanted
+
+
 async def test_a_full_pool_waits_instead_of_failing(pool_of: Callable[..., redis.asyncio.Redis]) -> None:
     client = pool_of(max_connections=2, timeout=5)
     # Before (redis-py's default pool): the third command at once raised "Too many connections".
@@ -53,10 +76,11 @@ async def test_a_full_pool_waits_instead_of_failing(pool_of: Callable[..., redis
     assert results == [None] * 6
 
 
-async def test_a_pool_that_stays_full_is_busy_not_down(pool_of: Callable[..., redis.asyncio.Redis]) -> None:
+async def test_a_pool_that_stays_full_is_busy_not_down(pool_of: Callable[..., redis.asyncio.Redis],
+                                                       blocked: Callable[[int], Awaitable[None]]) -> None:
     client = pool_of(max_connections=2, timeout=0.3)
     held = [hold(client, None), hold(client, None)]
-    await asyncio.sleep(0.1)
+    await blocked(2)
     started = time.monotonic()
     with pytest.raises(PoolExhausted):
         await client.get("userland-test:x")
@@ -69,16 +93,16 @@ async def test_a_pool_that_stays_full_is_busy_not_down(pool_of: Callable[..., re
 
 
 async def test_anonymous_work_has_a_bounded_share_per_client_and_in_all(
-        pool_of: Callable[..., redis.asyncio.Redis]) -> None:
+        pool_of: Callable[..., redis.asyncio.Redis], blocked: Callable[[int], Awaitable[None]]) -> None:
     client = pool_of(max_connections=8, timeout=0.3, anonymous=2, per_client=1)
     mallory = hold(client, "mallory")
-    await asyncio.sleep(0.1)
+    await blocked(1)
     # Mallory's second command waits for her one slot, then gives up: busy, for her only.
     with pytest.raises(PoolExhausted):
         await as_client("mallory", client.get("userland-test:x"))
     # Another client has its own slot; the two of them fill the anonymous share ...
     trudy = hold(client, "trudy")
-    await asyncio.sleep(0.1)
+    await blocked(2)
     with pytest.raises(PoolExhausted):
         await as_client("eve", client.get("userland-test:x"))
     # ... while signed-in work has the rest of the pool, at once.

@@ -40,6 +40,8 @@ import yaml
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from tests.fakes.github import FakeGitHub
+from tests.support.waiting import eventually as wait_for
+from tests.support.waiting import eventually_sync
 from userland.platform.kube import KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,25 +107,11 @@ def diagnose() -> str:
 
 
 def wait_until(check: Any, what: str, timeout: float = 180, interval: float = 1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s\n{diagnose()}")
-        time.sleep(interval)
+    return eventually_sync(check, timeout, interval, explain=lambda: f"{what}\n{diagnose()}")
 
 
 async def eventually(check: Any, what: str, timeout: float = 180, interval: float = 1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s\n{diagnose()}")
-        await asyncio.sleep(interval)
+    return await wait_for(check, timeout, interval, explain=lambda: f"{what}\n{diagnose()}")
 
 
 # -- GitHub, reachable from the Pods ---------------------------------------------------------

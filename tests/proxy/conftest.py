@@ -41,15 +41,6 @@ IDE_HOST = "ide.test"  # a Template host; alice's origin is alice.ide.test
 ORIGIN_COOKIE = "userland_origin"  # local http: the plain name
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0) -> None:
-    """Wait until `check()` is truthy (watches deliver changes a moment after a write)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {check}")
-        await asyncio.sleep(0.02)
-
-
 GOLDEN = Path(__file__).parent / "golden"
 
 # -- the echo upstream -------------------------------------------------------------------------

@@ -17,6 +17,8 @@ import pytest
 from aiohttp import CookieJar, WSMsgType
 from yarl import URL
 
+from tests.support import eventually
+
 from .conftest import (
     IDE_HOST,
     PUBLIC_HOST,
@@ -25,7 +27,6 @@ from .conftest import (
     GatewayFactory,
     Origins,
     World,
-    eventually,
     origin_cookie,
 )
 from .test_hardening_upstream import ALICE_HOST, RawUpstream, _environment, raw_upstream

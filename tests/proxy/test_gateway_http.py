@@ -13,6 +13,7 @@ import pytest
 from multidict import CIMultiDict
 from yarl import URL
 
+from tests.support import eventually
 from userland.platform import identity, naming
 from userland.platform.kube import SERVICES, USERLANDS, KubeClient
 
@@ -26,7 +27,6 @@ from .conftest import (
     InternalOf,
     Origins,
     World,
-    eventually,
     origin_cookie,
     routes_of,
 )

@@ -13,9 +13,10 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType
 
+from tests.support import eventually
 from userland.local.controlplane import ControlPlane, free_port
 
-from .conftest import PUBLIC_URL, SECRET, EchoFactory, Origins, World, eventually
+from .conftest import PUBLIC_URL, SECRET, EchoFactory, Origins, World
 
 IDE_HOST = "ide.test"
 GRACE = 4

@@ -9,9 +9,10 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType
 
+from tests.support import eventually
 from userland.proxy.websocket import sendable_close_code
 
-from .conftest import IDE_HOST, EchoFactory, GatewayFactory, InternalOf, Origins, World, eventually
+from .conftest import IDE_HOST, EchoFactory, GatewayFactory, InternalOf, Origins, World
 
 ALICE_HOST = f"alice.{IDE_HOST}"
 

@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 from aiohttp import WSServerHandshakeError, web
 
+from tests.support import eventually
 from userland.platform.kube import KubeClient
 from userland.proxy.app import RUNNER_KWARGS, create_app
 from userland.proxy.connections import ConnectionLimits, GatewayRunner
@@ -125,10 +126,15 @@ async def test_connections_per_client_address_are_capped(serve: ServeFactory) ->
     r0, w0 = held[0]
     w0.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert (await read_answer(r0)).startswith(b"HTTP/1.1 404 ")
-    await asyncio.sleep(0.1)
-    r_new, w_new = await served.open()
-    w_new.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-    assert (await read_answer(r_new)).startswith(b"HTTP/1.1 404 ")
+
+    async def served_again() -> bool:  # the gateway frees the place once it has seen the close
+        r_new, w_new = await served.open()
+        w_new.write(b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = await read_answer(r_new)
+        w_new.close()
+        assert answer.startswith((b"HTTP/1.1 404 ", b"HTTP/1.1 429 ")), answer
+        return answer.startswith(b"HTTP/1.1 404 ")
+    await eventually(served_again, timeout=10)
     for _, w in held[1:]:
         w.close()
     writer.close()
@@ -203,8 +209,14 @@ async def test_websockets_per_user_are_capped(
     await other.send_str("hi")
     assert (await other.receive()).data == "bob:hi"
     await opened[0].close()
-    await asyncio.sleep(0.1)
-    again = await gw.ws_connect("/ws", headers=alice)  # room again once one is closed
+
+    async def room_again() -> Any:  # once the gateway has seen the close
+        try:
+            return await gw.ws_connect("/ws", headers=alice)
+        except WSServerHandshakeError as err:
+            assert err.status == 429
+            return None
+    again = await eventually(room_again, timeout=10)
     await again.send_str("hi")
     assert (await again.receive()).data == "alice:hi"
     for ws in [*opened[1:], other, again]:

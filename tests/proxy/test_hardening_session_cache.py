@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.support import eventually
 from userland.local.redisserver import redis_server
 from userland.platform.sessions import RedisSessionStore, Session
 from userland.proxy.app import SESSION_CACHE
 
-from .conftest import PUBLIC_HOST, EchoFactory, GatewayFactory, World, eventually
+from .conftest import PUBLIC_HOST, EchoFactory, GatewayFactory, World
 
 IDE_HOST = "ide.test"
 COOKIE = "userland_session"

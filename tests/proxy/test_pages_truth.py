@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from tests.jargon import visible_text
+from tests.support import eventually
 from userland.local.controlplane import free_port
 from userland.platform import look, naming, storage_words
 from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
 from userland.proxy.pages import CONTENT_SECURITY_POLICY, SIGNED_OUT_MESSAGE, Pages
 
-from .conftest import IDE_HOST, PUBLIC_HOST, GatewayFactory, Origins, eventually, origin_cookie, routes_of
+from .conftest import IDE_HOST, PUBLIC_HOST, GatewayFactory, Origins, origin_cookie, routes_of
 
 HTML = {"Accept": "text/html"}
 ALICE = f"alice.{IDE_HOST}"

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from tests.jargon import jargon_in, visible_text
+from tests.support import eventually
 from userland.local.controlplane import free_port
 from userland.operator.status import Problem, userland_status
 from userland.platform import naming
 from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.models import Template, Userland
 
-from .conftest import IDE_HOST, GatewayFactory, Origins, eventually, origin_cookie, routes_of
+from .conftest import IDE_HOST, GatewayFactory, Origins, origin_cookie, routes_of
 
 HTML = {"Accept": "text/html"}
 ALICE = f"alice.{IDE_HOST}"

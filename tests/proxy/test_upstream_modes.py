@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.proxy.conftest import IDE_HOST, GatewayFactory, World, eventually, routes_of
+from tests.proxy.conftest import IDE_HOST, GatewayFactory, World, routes_of
+from tests.support import eventually
 from userland.platform import naming
 from userland.platform.kube import SERVICES, KubeClient
 from userland.platform.settings import Settings

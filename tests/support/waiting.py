@@ -2,7 +2,8 @@
 
 `eventually(check)` polls `check` (a function, sync or async) until it returns something
 truthy, and returns that. An AssertionError raised by the check counts as "not yet"; after the
-timeout the check runs once more so its own assertion (or its last value) explains the failure.
+timeout the check runs once more so its own assertion (or its last value) explains the failure,
+with `explain()` added when given (the real-node suite adds the node's state).
 
 `eventually_sync` is the same for code without an event loop; it refuses an async check
 outright: a coroutine is truthy, so a synchronous poll of an async function would pass at once
@@ -32,7 +33,13 @@ async def _value(check: Callable[[], Any]) -> Any:
     return value
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+def _failure(timeout: float, last: Any, explain: Callable[[], str] | None) -> str:
+    text = f"condition not met within {timeout}s (last: {last!r})"
+    return f"{text}\n{explain()}" if explain is not None else text
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, *,
+                     explain: Callable[[], str] | None = None) -> Any:
     """Poll `check` until it returns something truthy; fail with its last value otherwise."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -46,11 +53,12 @@ async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: 
                 return last
         await asyncio.sleep(interval)
     last = await _value(check)  # one last try: its assertion, if any, explains the failure
-    assert last, f"condition not met within {timeout}s (last: {last!r})"
+    assert last, _failure(timeout, last, explain)
     return last
 
 
-def eventually_sync(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+def eventually_sync(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, *,
+                    explain: Callable[[], str] | None = None) -> Any:
     """`eventually` for a synchronous check, polled without an event loop."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -64,5 +72,5 @@ def eventually_sync(check: Callable[[], Any], timeout: float = 30.0, interval: f
         time.sleep(interval)
     last = check()
     _refuse(last, check)
-    assert last, f"condition not met within {timeout}s (last: {last!r})"
+    assert last, _failure(timeout, last, explain)
     return last

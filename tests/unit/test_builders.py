@@ -6,13 +6,12 @@ To accept an intended change of the desired objects, regenerate with
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.golden import check_golden
 from userland.operator import builders
 from userland.platform.models import Template, Userland
 from userland.platform.settings import Settings
@@ -60,10 +59,7 @@ def _userland(user: str = "Koba1t", suspended: bool = False, restarted_at: Any =
 
 
 def _check_golden(name: str, actual: Any) -> None:
-    path = GOLDEN / f"{name}.json"
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(json.dumps(actual, indent=2, sort_keys=True) + "\n")
-    assert actual == json.loads(path.read_text())
+    check_golden(GOLDEN / f"{name}.json", actual)
 
 
 def test_children_without_storage_golden() -> None:

@@ -73,3 +73,12 @@ def test_a_write_older_than_the_cache_is_not_stored_a_newer_one_is() -> None:
     # Versions that are not etcd revisions are not compared: the write is stored as before.
     cache.put({"metadata": {"name": "w", "namespace": "a", "resourceVersion": "abc"}, "data": {"owner": "d"}})
     assert names(cache, "d") == ["w"]
+
+
+def test_indexed_values_are_the_values_with_members() -> None:
+    cache = informer()
+    cache._apply("ADDED", thing("x", "ann", 1))
+    cache._apply("ADDED", thing("y", "bob", 2))
+    assert sorted(cache.indexed_values("owner")) == [("a", "ann"), ("a", "bob")]  # type: ignore[type-var]
+    cache._apply("DELETED", thing("x", "ann", 3))
+    assert cache.indexed_values("owner") == [("a", "bob")]

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from userland.local.containers import ContainerState
 from userland.local.expansion import expand, expand_env
 from userland.local.podplan import Probe, Unrunnable, localize_address, localize_paths, plan_pod
-from userland.local.podstatus import keep_transition_times, pod_status, same_status
+from userland.local.podstatus import ContainerState, keep_transition_times, pod_status, same_status
 from userland.local.sockets import listening_sockets
 
 JSON = dict[str, Any]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 
-from userland.platform.settings import Settings, SettingsError, client_address, split_listen
+from userland.platform import settings as settings_module
+from userland.platform.addresses import client_address, split_listen
+from userland.platform.settings import Settings, SettingsError
 
 
 def test_defaults_and_parsing() -> None:
@@ -130,3 +134,73 @@ def test_trusted_proxies_are_networks() -> None:
     assert settings.trusted_proxies == ("10.0.0.0/8", "fd00::/8", "192.168.1.1")
     with pytest.raises(SettingsError, match="USERLAND_TRUSTED_PROXIES has 'ingress'"):
         Settings.from_env({"USERLAND_TRUSTED_PROXIES": "ingress"})
+
+
+# ----- one declaration per setting (issue 18): parsing, the environment, the README -----
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+# A value other than the default for every setting, as a program would pass it.
+NON_DEFAULTS: dict[str, object] = {
+    "public_url": "https://userland.example.edu", "namespaces": ("cs101", "db202"),
+    "redis_url": "redis://redis:6379/1", "identity_secret": "k" * 40, "github_client_id": "id",
+    "github_client_secret": "shh", "github_url": "https://ghe.example.edu",
+    "github_api_url": "https://ghe.example.edu/api/v3", "allowed_orgs": ("uni", "uni/staff"),
+    "admins": ("root",), "instructors": ("prof", "uni/teachers"), "course_teams": True,
+    "cookie_secure": False, "allow_path_routes": True, "session_ttl_seconds": 600, "dev_login": True,
+    "upstream_mode": "dns", "cluster_domain": "k8s.example", "web_url": "http://web:8080",
+    "internal_listen": "127.0.0.1:9000", "lease_namespace": "ops", "lease_name": "lead",
+    "gateway_pod_labels": (("app", "gw"), ("tier", "edge")), "gateway_namespace": "edge",
+    "wake_rate": 2.5, "wake_burst": 3, "max_header_bytes": 2048, "header_timeout_seconds": 2.5,
+    "keepalive_timeout_seconds": 9.0, "max_connections_per_client": 0, "max_websockets_per_user": 8,
+    "login_rate_per_minute": 30, "trusted_proxies": ("10.0.0.0/8",), "activity_redis_seconds": 5.0,
+    "activity_api_seconds": 20.0, "max_streams_per_user": 2,
+    "store_url": "http://store:8080", "store_secret": "s" * 40, "worker_image": "registry/userland:1",
+    "store_pod_labels": (("app", "store"),), "assignment_batch": 5, "collect_lead_seconds": 30.0,
+    "source_max_files": 100, "source_max_mb": 10, "folder_max_files": 200, "folder_max_mb": 20,
+}
+
+
+def test_every_setting_round_trips_through_the_environment_a_program_passes() -> None:
+    assert set(NON_DEFAULTS) == {f.name for f in dataclasses.fields(Settings)}, "a setting with no case"
+    env = settings_module.environment(**NON_DEFAULTS)
+    assert all(key.startswith("USERLAND_") for key in env)
+    parsed = Settings.from_env(env)
+    for name, value in NON_DEFAULTS.items():
+        assert getattr(parsed, name) == value, name
+        assert value != getattr(Settings(), name), f"{name}: the case must not be the default"
+
+
+def test_environment_refuses_an_unknown_setting() -> None:
+    with pytest.raises(ValueError, match="unknown settings: redis"):
+        settings_module.environment(redis="redis://x")
+
+
+def test_every_setting_has_help() -> None:
+    for declared in settings_module.declarations():
+        assert len(declared.metadata.get("help", "")) > 10, declared.name
+
+
+def test_readme_lists_every_setting_as_declared() -> None:
+    text = README.read_text()
+    begin, end = "<!-- settings table: begin -->\n", "<!-- settings table: end -->"
+    assert begin in text and end in text
+    shown = text[text.index(begin) + len(begin):text.index(end)]
+    assert shown == settings_module.markdown_table(), (
+        "README's settings table differs from platform/settings.py: paste markdown_table()'s output")
+
+
+def test_deploy_sets_only_declared_settings_and_they_parse() -> None:
+    """deploy/config.env and the Deployments' env name real settings (a typo would be ignored)."""
+    deploy = README.parent / "deploy"
+    known = {settings_module.env_name(f.name) for f in settings_module.declarations()}
+    config = dict(line.split("=", 1) for line in (deploy / "config.env").read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))
+    assert set(config) <= known, set(config) - known
+    Settings.from_env(config)  # every value there parses
+    for manifest in ("gateway.yaml", "web.yaml", "operator.yaml"):
+        for doc in yaml.safe_load_all((deploy / manifest).read_text()):
+            if not doc or doc.get("kind") != "Deployment":
+                continue
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                names = {e["name"] for e in container.get("env") or [] if e["name"].startswith("USERLAND_")}
+                assert names <= known, (manifest, names - known)

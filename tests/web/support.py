@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
+from userland.platform import naming
 from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
-
-COURSE_LABEL = "userland.dev/course"
 
 
 async def make_course(kube: KubeClient, namespace: str, *, instructors: str = "teacher",
@@ -18,7 +15,7 @@ async def make_course(kube: KubeClient, namespace: str, *, instructors: str = "t
     if title:
         annotations["userland.dev/title"] = title
     await kube.merge_patch(NAMESPACES, None, namespace, {"metadata": {
-        "labels": {COURSE_LABEL: "true"}, "annotations": annotations}})
+        "labels": {naming.LABEL_COURSE: "true"}, "annotations": annotations}})
 
 
 async def add_userland(kube: KubeClient, namespace: str, user: str, template: str = "ide",
@@ -42,13 +39,3 @@ async def set_phase(kube: KubeClient, namespace: str, name: str, phase: str, *, 
     await kube.merge_patch(USERLANDS, namespace, name, {"status": status}, subresource="status")
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll `check` until it returns something truthy (the watches are asynchronous)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.02)

@@ -25,6 +25,7 @@ from userland.local.controlplane import ControlPlane
 from userland.platform import naming
 from userland.platform.kube import EVENTS, TEMPLATES, USERLANDS, KubeClient, NotFound
 from userland.platform.kubeconfig import ClusterAccess
+from userland.platform.objects import rfc3339
 from userland.web import actions
 from userland.web.actions import RowResult, summarize
 from userland.web.roster import RosterRow, parse_csv, parse_logins
@@ -408,11 +409,12 @@ def test_summarize() -> None:
         "left_suspended"]
 
 
-def test_restart_stamp() -> None:
-    assert actions.restart_stamp(datetime(2026, 1, 2, 3, 4, 5, 678)) == "2026-01-02T03:04:05Z"  # naive: UTC
-    assert actions.restart_stamp(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5)))) == (
+def test_restart_stamp_is_rfc3339_in_utc() -> None:
+    """A restart is stamped as `kubectl rollout restart` stamps it (platform/objects.rfc3339)."""
+    assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, 678)) == "2026-01-02T03:04:05Z"  # naive: UTC
+    assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5)))) == (
         "2026-01-02T08:04:05Z")
-    now = actions.restart_stamp()
+    now = rfc3339()
     assert abs(datetime.strptime(now, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) - datetime.now(UTC)) < (
         timedelta(minutes=1))
 

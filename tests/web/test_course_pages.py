@@ -20,12 +20,15 @@ import redis.asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tests.support import eventually
 from tests.web.support import add_userland, make_course, set_phase
 from userland.local.controlplane import free_port
 from userland.platform import identity
 from userland.platform.kube import NAMESPACES, KubeClient
 from userland.platform.settings import Settings
 from userland.web.app import create_app
+from userland.web.context import WEB
+from userland.web.state import STATE
 
 SECRET = "s" * 40
 PUBLIC = "http://userland.localhost:8000"
@@ -257,7 +260,8 @@ async def test_the_stream_ends_when_the_viewer_is_no_longer_staff(client: Client
     assert response.status == 200
     await kube.merge_patch(NAMESPACES, None, cs, {"metadata": {"annotations": {
         "userland.dev/assistants": "someone-else"}}})
-    await asyncio.sleep(0.3)  # the watch sees the namespace change
+    state = client.app[WEB].extras[STATE]  # the web UI has seen ta1 leave before the row changes
+    await eventually(lambda: (course := state.course(cs)) is not None and "ta1" not in course.assistants)
     await set_phase(kube, cs, "ide-bob", "Ready")
     async with asyncio.timeout(5):
         rest = (await response.content.read()).decode()

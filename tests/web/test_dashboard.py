@@ -7,13 +7,13 @@ Regenerate the golden file after an intended change with
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.golden import check_golden
+from userland.platform import naming
 from userland.web import dashboard, row_status, selection, slim
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -22,11 +22,7 @@ T0 = "2027-01-15T07:58:00Z"  # two minutes before NOW
 
 
 def _check_golden(name: str, actual: Any) -> None:
-    path = GOLDEN / f"{name}.json"
-    text = json.dumps(actual, indent=2, sort_keys=True) + "\n"
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert json.loads(path.read_text()) == json.loads(text), f"differs from {path}"
+    check_golden(GOLDEN / f"{name}.json", actual)
 
 
 def userland(user: str, template: str = "vscode", *, phase: str | None = "Ready", reason: str = "Available",
@@ -71,15 +67,15 @@ def warning(reason: str, message: str, when: str = T0) -> dict[str, Any]:
 
 
 def class_rows() -> list[dashboard.StudentRow]:
-    alice = [userland("alice", annotations={slim.ANNOTATION_NAME: "Alice Liddell",
-                                            slim.ANNOTATION_EMAIL: "alice@uni.edu",
-                                            slim.ANNOTATION_SECTION: "A",
-                                            slim.ANNOTATION_LAST_ACTIVITY: "2027-01-15T07:30:00Z"}),
+    alice = [userland("alice", annotations={naming.ANNOTATION_STUDENT_NAME: "Alice Liddell",
+                                            naming.ANNOTATION_STUDENT_EMAIL: "alice@uni.edu",
+                                            naming.ANNOTATION_STUDENT_SECTION: "A",
+                                            naming.ANNOTATION_LAST_ACTIVITY: "2027-01-15T07:30:00Z"}),
              userland("alice", "db", phase="Starting", reason="Starting", message="waiting")]
     bob = [userland("bob", phase="Starting", reason="Starting", message="waiting for the Deployment",
                     since="2027-01-15T07:45:00Z")]
     carol = [userland("carol", phase="Suspended", reason="Suspended", message="suspended", suspended=True,
-                      annotations={slim.ANNOTATION_SECTION: "B"})]
+                      annotations={naming.ANNOTATION_STUDENT_SECTION: "B"})]
     dave = [userland("dave", phase="Failed", reason="ProgressDeadlineExceeded", message="deadline")]
     erin = [userland("erin", phase=None)]
     frank = [userland("frank", phase="Pending", reason="TemplateNotFound", message="Template 'x' not found")]
@@ -211,7 +207,7 @@ def test_slim_objects_keep_only_what_pages_read() -> None:
     full = {"metadata": {"name": "vscode-a", "namespace": "cs101", "resourceVersion": "7",
                          "managedFields": [{"big": "x" * 1000}], "labels": {"x": "y"},
                          "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "x" * 1000,
-                                         slim.ANNOTATION_NAME: "A"}},
+                                         naming.ANNOTATION_STUDENT_NAME: "A"}},
             "spec": {"user": "a", "template": "vscode", "extra": 1},
             "status": {"phase": "Ready", "url": "u", "service": "s",
                        "conditions": [{"type": "Ready", "status": "True", "reason": "Available",
@@ -219,7 +215,7 @@ def test_slim_objects_keep_only_what_pages_read() -> None:
                                        "observedGeneration": 1}]}}
     small = slim.userland(full)
     assert small == {"metadata": {"name": "vscode-a", "namespace": "cs101", "resourceVersion": "7",
-                                  "annotations": {slim.ANNOTATION_NAME: "A"}},
+                                  "annotations": {naming.ANNOTATION_STUDENT_NAME: "A"}},
                      "spec": {"user": "a", "template": "vscode"},
                      "status": {"phase": "Ready", "url": "u",
                                 "conditions": [{"type": "Ready", "status": "True", "reason": "Available",

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.web.support import add_userland, eventually, make_course, set_phase
+from tests.support import eventually
+from tests.web.support import add_userland, make_course, set_phase
 from userland.local.controlplane import ControlPlane
 from userland.platform.kube import EVENTS, NAMESPACES, AlreadyExists, KubeClient, Resource
 from userland.web import row_status, state
@@ -38,8 +39,16 @@ async def test_a_course_is_watched_from_when_it_is_labelled_until_it_is_not(
         kube: KubeClient, namespace: str, running_state: state.ClassState) -> None:
     st = running_state
     await add_userland(kube, namespace, "alice", **{"userland.dev/name": "Alice L"})
-    await asyncio.sleep(0.3)
-    assert st.course(namespace) is None and st.watch(namespace) is None  # not a course: not watched
+    # A course labelled after it: once the state watches that one, it has seen everything
+    # before it, and the unlabelled namespace is still not a course (not watched).
+    sentinel = f"{namespace}-later"
+    await kube.create(NAMESPACES, None, {"metadata": {"name": sentinel}})
+    try:
+        await make_course(kube, sentinel)
+        await eventually(lambda: st.watch(sentinel))
+        assert st.course(namespace) is None and st.watch(namespace) is None  # not a course: not watched
+    finally:
+        await kube.delete(NAMESPACES, None, sentinel)
     await make_course(kube, namespace, instructors="teacher, org/staff", title="Databases")
     watch = await eventually(lambda: st.watch(namespace))
     await eventually(lambda: watch.status == "ready")
