@@ -51,7 +51,7 @@ local-apps:
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy -p userland.platform -p userland.operator -p userland.auth -p userland.proxy -p userland.local -p userland.cli -p userland.web
+	$(VENV)/bin/mypy -p userland.platform -p userland.operator -p userland.auth -p userland.proxy -p userland.local -p userland.cli -p userland.web -p userland.coursework
 	$(VENV)/bin/lint-imports
 
 test: deps venv control-plane local-apps lint

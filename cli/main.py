@@ -13,7 +13,6 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from userland.auth.dev_login import refusal as dev_login_refusal
 from userland.operator.status import DEFAULT_START_TIMEOUT
 from userland.platform.kubeconfig import KubeConfigError, cluster_access
 from userland.platform.logs import setup_logging
@@ -77,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     wb.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on (behind the gateway)")
     wb.add_argument("--kubeconfig", default=None,
                     help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+
+    st = sub.add_parser("store", help="run the assignment store (sources, students' copies, feedback)")
+    st.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on")
+    st.add_argument("--data", default="/var/lib/userland-store",
+                    help="folder holding everything (a ReadWriteOnce volume in a cluster)")
+
+    sub.add_parser("assignment-work", help="what an assignment's worker Pod runs (the operator makes them; "
+                                           "USERLAND_JOB, USERLAND_JOB_TOKEN, USERLAND_STORE_URL)")
 
     lo = sub.add_parser("local", help="the whole platform on this machine (make run); Ctrl-C stops it all")
     lo.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
@@ -150,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level)
     if args.command == "local":
         return _local(args)
+    if args.command == "assignment-work":
+        from userland.coursework.worker import main as work
+
+        return work()
     try:
         settings = Settings.from_env()
     except SettingsError as err:
@@ -170,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return asyncio.run(run_operator(settings, args))
     if args.command == "gateway":
+        # Each command imports what it runs (an assignment's worker Pod needs no Redis client).
+        from userland.auth.dev_login import refusal as dev_login_refusal
         from userland.proxy.server import ServerOptions, parse_listen, run_gateway
 
         try:
@@ -191,6 +204,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serving(args, lambda: run_gateway(settings, ServerOptions(
             host=host, port=port, kubeconfig=args.kubeconfig, workers=max(1, args.workers),
             grace=max(0.0, args.grace), log_level=args.log_level, metrics=not args.no_metrics)))
+    if args.command == "store":
+        from pathlib import Path
+
+        from userland.coursework.store_main import ServeOptions, run_store
+        from userland.proxy.server import parse_listen
+
+        try:
+            settings.require("store_secret")
+            host, port = parse_listen(args.listen)
+        except (SettingsError, ValueError) as err:
+            print(f"userland: {err}", file=sys.stderr)
+            return 2
+        return _serving(args, lambda: run_store(settings, ServeOptions(host, port, Path(args.data))))
     if args.command == "web":
         from userland.proxy.server import parse_listen
         from userland.web.server import WebOptions, run_web

@@ -166,6 +166,36 @@ class Container:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.max_backoff)
 
+    async def run_to_completion(self, *, restart_on_failure: bool) -> None:
+        """restartPolicy Never or OnFailure: run until it exits 0 (or, with Never, exits at all);
+        with OnFailure a failure is restarted with backoff, as the kubelet does."""
+        backoff = self.backoff
+        while True:
+            started = time.monotonic()
+            try:
+                process = await self._spawn()
+            except OSError as err:
+                self._set(state="waiting", reason="StartError", ready=False,
+                          message=f"{self.plan.program} could not start: {err.strerror or err}")
+                self.on_event("Warning", "Failed", self.state.message)
+                if not restart_on_failure:
+                    self._set(state="terminated", exit_code=128, finished_at=rfc3339())
+                    return
+            else:
+                await self._supervise(process)
+                if self.state.exit_code == 0 or not restart_on_failure:
+                    # Nothing follows: the count is of restarts, and there is none after this run.
+                    self._set(restarts=max(0, self.state.restarts - 1))
+                    return
+                self._set(state="waiting", reason="CrashLoopBackOff",
+                          message=f"back-off {backoff:g}s restarting failed container {self.plan.name}: "
+                                  f"{self.state.message}".rstrip(": "))
+                self.on_event("Warning", "BackOff", self.state.message)
+            if time.monotonic() - started > STABLE_SECONDS:
+                backoff = self.backoff
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff)
+
     async def _supervise(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self._why_stopped = ""
@@ -220,7 +250,9 @@ class Container:
             restarts=self.state.restarts + 1,
             last_exit=last,
         )
-        log.warning(
+        # A program that ends with 0 did its work (a worker Pod's); anything else is worth a look.
+        log.log(
+            logging.INFO if code == 0 else logging.WARNING,
             "container exited",
             extra={
                 "container": self.plan.name,

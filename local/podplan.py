@@ -64,6 +64,10 @@ LOCAL_APPS = frozenset(
 )
 # The demo Template's program: the runner's built-in demo environment.
 DEMO_PROGRAM = "userland-demo-ide"
+# The platform's own program (its image's entry point): the operator's worker Pods run it. The
+# runner runs it from its own installation (runner.py, `own_program`).
+PLATFORM_PROGRAM = "userland"
+RestartPolicy = Literal["Always", "OnFailure", "Never"]
 # Volumes mounted under this folder keep their own path in a container's own mount table
 # (mountns.py), which has a fresh, empty one of these.
 OWN_PATH_ROOT = "/home"
@@ -130,6 +134,11 @@ class PodPlan:
     containers: tuple[ContainerPlan, ...] = ()
     # Local folders the runner creates (and hands to the unprivileged user) before starting.
     folders: tuple[str, ...] = field(default_factory=tuple)
+    # Always: containers restart for ever (a Deployment's Pods); OnFailure and Never: the Pod runs
+    # to completion (Succeeded or Failed), as the operator's worker Pods do.
+    restart_policy: RestartPolicy = "Always"
+    # Seconds the Pod may run before it is stopped and Failed (DeadlineExceeded); None: no bound.
+    active_deadline: float | None = None
 
 
 # -- addresses
@@ -328,11 +337,14 @@ def resolve_program(program: str, container: str, image: str, which: Which) -> s
     if found is not None:
         return found
     name = PurePosixPath(program).name
-    advice = (
-        "run `make local-apps` to install it"
-        if name in LOCAL_APPS
-        else "install it on this machine, or run this Template in a cluster"
-    )
+    if name in LOCAL_APPS:
+        advice = "run `make local-apps` to install it"
+    elif name == PLATFORM_PROGRAM:
+        advice = ("the local runner runs the platform's own program from this checkout's .venv, "
+                  "which the account environments run as must be able to read (a checkout under "
+                  "/root is not): move the checkout, or run make run as another user")
+    else:
+        advice = "install it on this machine, or run this Template in a cluster"
     raise Unrunnable(
         "ProgramNotInstalled", f"{name} is not installed here ({image or 'no image'}): {advice}", container
     )
@@ -358,12 +370,17 @@ def plan_container(
     if any(p.startswith(OWN_PATH_ROOT + "/") for p in base_env.get("PATH", "").split(":")):
         own = []
     rewritten = [m for m in mounts if m not in own]
+    # The platform's own program (an assignment's worker) is no student's app: it listens on
+    # nothing, and the addresses it is given are this machine's (the store on 127.0.0.1).
+    platform = PurePosixPath(str((container.get("command") or [""])[0])).name == PLATFORM_PROGRAM
 
     def localize(text: str) -> str:
-        return localize_address(localize_paths(text, rewritten), address)
+        text = localize_paths(text, rewritten)
+        return text if platform else localize_address(text, address)
 
     def localize_host(text: str) -> str:
-        return localize_address(localize_paths(text, mounts), address)
+        text = localize_paths(text, mounts)
+        return text if platform else localize_address(text, address)
 
     def inside(folder: str) -> str:
         """A local folder as the container sees it (its mount path when mounted there)."""
@@ -443,10 +460,16 @@ def plan_pod(
     containers = plans("containers")
     if not containers:
         raise Unrunnable("InvalidPod", "the Pod has no containers")
+    policy: RestartPolicy = spec.get("restartPolicy") or "Always"
+    if policy not in ("Always", "OnFailure", "Never"):
+        raise Unrunnable("InvalidPod", f"restartPolicy {policy!r} must be Always, OnFailure or Never")
+    deadline = spec.get("activeDeadlineSeconds")
     return PodPlan(
         address=address,
         home=home,
         init_containers=plans("initContainers"),
         containers=containers,
         folders=tuple(dict.fromkeys([home, *folders.values()])),
+        restart_policy=policy,
+        active_deadline=float(deadline) if isinstance(deadline, int) and deadline > 0 else None,
     )

@@ -64,6 +64,9 @@ class PodWorker:
         self.on_event = on_event
         self.started = rfc3339()
         self.initialized = isinstance(plan, PodPlan) and not plan.init_containers
+        # A Pod that runs to completion: Succeeded or Failed once every container has ended.
+        self.finished: str | None = None
+        self.deadline_exceeded = False
         self._task: asyncio.Task[None] | None = None
         self._backoff = backoff
 
@@ -110,6 +113,8 @@ class PodWorker:
             init_states=[c.state for c in self.init_containers],
             states=states,
             initialized=self.initialized,
+            finished=self.finished,
+            deadline_exceeded=self.deadline_exceeded,
         )
 
     def start(self) -> None:
@@ -149,13 +154,28 @@ class PodWorker:
         if not self.initialized:
             self.initialized = True
             self.on_change()
-        tasks = [asyncio.create_task(c.run(), name=f"container-{c.plan.name}") for c in self.containers]
+        if plan.restart_policy == "Always":
+            runs = [c.run() for c in self.containers]
+        else:
+            restart = plan.restart_policy == "OnFailure"
+            runs = [c.run_to_completion(restart_on_failure=restart) for c in self.containers]
+        tasks = [asyncio.create_task(run, name=f"container-{c.plan.name}")
+                 for run, c in zip(runs, self.containers, strict=True)]
         try:
-            await asyncio.gather(*tasks)
+            async with asyncio.timeout(plan.active_deadline):
+                await asyncio.gather(*tasks)
+        except TimeoutError:
+            self.deadline_exceeded = True
+            self.on_event("Warning", "DeadlineExceeded", "Pod was active on the node longer than the "
+                          f"specified deadline ({plan.active_deadline:g} s)")
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if plan.restart_policy != "Always" or self.deadline_exceeded:
+            ok = not self.deadline_exceeded and all(c.state.exit_code == 0 for c in self.containers)
+            self.finished = "Succeeded" if ok else "Failed"
+            self.on_change()
 
     async def _complete(self, init: Container) -> None:
         """Run an init container until it exits 0, retrying with backoff (restartPolicy Always)."""

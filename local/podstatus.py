@@ -82,9 +82,12 @@ def pod_status(
     init_states: Sequence[ContainerState],
     states: Sequence[ContainerState],
     initialized: bool,
+    finished: str | None = None,
+    deadline_exceeded: bool = False,
 ) -> JSON:
     """`since` is the time to stamp conditions with (the caller keeps the previous one when a
-    condition's value did not change)."""
+    condition's value did not change); `finished`: Succeeded or Failed, a Pod that ran to
+    completion (its containers ended and will not restart)."""
     if unrunnable is not None:
         states = [
             ContainerState(s.name, s.image, reason=unrunnable.reason, message=unrunnable.message)
@@ -96,8 +99,12 @@ def pod_status(
     not_ready = [s.name for s in states if not s.ready]
     why = f"containers with unready status: [{' '.join(not_ready)}]" if not_ready else ""
     running = initialized and unrunnable is None and all(s.state == "running" for s in states)
+    phase = finished or ("Running" if running else "Pending")
+    not_ready_reason = "ContainersNotReady"
+    if finished is not None:
+        not_ready_reason, why = "PodCompleted", ""
     status: JSON = {
-        "phase": "Running" if running else "Pending",
+        "phase": phase,
         "conditions": [
             _condition(
                 "Initialized",
@@ -106,8 +113,8 @@ def pod_status(
                 "ContainersNotInitialized",
                 "containers with incomplete status: init containers",
             ),
-            _condition("Ready", ready, since, "ContainersNotReady", why),
-            _condition("ContainersReady", ready, since, "ContainersNotReady", why),
+            _condition("Ready", ready, since, not_ready_reason, why),
+            _condition("ContainersReady", ready, since, not_ready_reason, why),
             _condition("PodScheduled", True, since),
         ],
         "hostIP": address,
@@ -119,6 +126,9 @@ def pod_status(
         "containerStatuses": [container_status(s, image_id="" if unrunnable else f"local://{s.image}")
                               for s in states],
     }
+    if deadline_exceeded:
+        status["reason"] = "DeadlineExceeded"
+        status["message"] = "Pod was active on the node longer than the specified deadline"
     if init_states:
         status["initContainerStatuses"] = [container_status(s, image_id="" if unrunnable else f"local://{s.image}")
                                            for s in init_states]

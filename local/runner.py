@@ -30,6 +30,7 @@ import logging
 import os
 import random
 import shutil
+import site
 import socket
 import subprocess
 import sys
@@ -39,8 +40,9 @@ from pathlib import Path
 
 import aiohttp
 
+from userland.coursework import worker as coursework_worker
 from userland.local import mountns
-from userland.local.podplan import PodPlan, Unrunnable, plan_pod
+from userland.local.podplan import PLATFORM_PROGRAM, PodPlan, Unrunnable, plan_pod
 from userland.local.pods import PodWorker
 from userland.local.podstatus import keep_transition_times, same_status
 from userland.local.process_tree import Confinement
@@ -141,6 +143,34 @@ def base_environment(user: LocalUser, app_bins: Iterable[Path]) -> dict[str, str
     }
 
 
+def own_program(python: str, user: LocalUser, bin_dir: Path) -> str | None:
+    """Write `<bin_dir>/userland`: the platform's own command (what its image runs) from this
+    installation, as the account environments run as can run it; None when it cannot.
+
+    The runner's interpreter may sit where that account cannot go (a pyenv under /root): then
+    the system's Python of the same version runs it, with this installation's packages (its
+    site-packages, whose .pth files map the editable install) added."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [Path(python), Path(python).resolve(), Path("/usr/bin") / version,
+                  Path("/usr/local/bin") / version]
+    interpreter = next((c for c in candidates if c.exists() and (
+        not user.switches or _reachable(c.resolve().parent, user))), None)
+    sites = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
+    package = Path(coursework_worker.__file__).resolve().parent
+    if interpreter is None or (user.switches and not all(_reachable(f, user) for f in (*sites, package))):
+        return None
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    bin_dir.chmod(0o755)
+    program = bin_dir / PLATFORM_PROGRAM
+    program.write_text(f"#!{interpreter}\n"
+                       "# The platform's own command, as the local runner runs it for worker Pods.\n"
+                       "import site, sys\n"
+                       + "".join(f"site.addsitedir({str(s)!r})\n" for s in sites)
+                       + "from userland.cli.main import main\nsys.exit(main())\n")
+    program.chmod(0o755)
+    return str(program)
+
+
 def _service_target(service: JSON, pod: JSON) -> int | None:
     ports = (service.get("spec") or {}).get("ports") or []
     if not ports:
@@ -198,6 +228,9 @@ class LocalRunner:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.use_cgroups = use_cgroups
+        # The platform's own program for the operator's worker Pods: this installation's (None when
+        # the environments' account cannot reach it: their Pods then say so). Made by run().
+        self.own_program: str | None = None
         self.confinement: Confinement | None = None
         self.workers: dict[Key, PodWorker] = {}
         self.addresses = AddressPool(free_block(listening_addresses()))
@@ -222,6 +255,7 @@ class LocalRunner:
     async def run(self) -> None:
         roots = await asyncio.to_thread(environment_roots, self.state_dir, self.user)
         self._claims_root, self._pods_root = roots / "volumes", roots / "pods"
+        self.own_program = await asyncio.to_thread(own_program, self.python, self.user, roots / "programs")
         for folder in (roots, self._claims_root, self._pods_root):
             folder.mkdir(parents=True, exist_ok=True)
             folder.chmod(0o755)  # the environments' user passes through; each Pod's folder is its own
@@ -273,10 +307,13 @@ class LocalRunner:
     # -- pods
 
     def _wanted_pods(self) -> dict[Key, JSON]:
+        # A Pod that already ran to completion (before this runner started) is never run again.
         return {
             object_key(p): p
             for p in self.pods.items()
             if not (p.get("metadata") or {}).get("deletionTimestamp")
+            and (object_key(p) in self.workers
+                 or (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
         }
 
     async def _sync_workers(self, http: aiohttp.ClientSession) -> None:
@@ -298,6 +335,13 @@ class LocalRunner:
         base = base_environment(self.user, self.app_bins)
         base["HOSTNAME"] = key[1]
         plan: PodPlan | Unrunnable
+        system_which = functools.partial(shutil.which, path=base["PATH"])
+
+        def which(program: str) -> str | None:
+            if program == PLATFORM_PROGRAM:
+                return self.own_program
+            return system_which(program)
+
         try:
             plan = plan_pod(
                 pod,
@@ -305,7 +349,7 @@ class LocalRunner:
                 claims_root=str(self._claims_root),
                 scratch_root=str(scratch),
                 base_env=base,
-                which=functools.partial(shutil.which, path=base["PATH"]),
+                which=which,
                 own_home_paths=mountns.available(),
             )
         except Unrunnable as problem:

@@ -2,9 +2,10 @@
 
 Starts, in order: the real control plane (etcd, kube-apiserver, kube-controller-manager with
 the CRDs), a Redis, the example Template and students in namespace `classroom` (a course whose
-instructor is `teacher`), the operator, the web UI and the gateway as child processes
-(unchanged; the gateway in upstream mode `local`, `admin` an admin), and the local runner in
-this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
+instructor is `teacher`), a git server with the starter repository and the assignment store
+(local/assignment_example.py: the example assignment `welcome`), the operator, the web UI and
+the gateway as child processes (unchanged; the gateway in upstream mode `local`, `admin` an
+admin), and the local runner in this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
 stops everything it started, in reverse order. A child that dies meanwhile is started again
 with backoff (local/supervisor.py), and the terminal says so. State lives in `.run/` (kept
 between runs, `--reset` starts afresh); logs in `.run/logs/`.
@@ -29,7 +30,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from userland.local import examples
+from userland.local import assignment_example, examples
 from userland.local import prometheus as local_prometheus
 from userland.local.children import Child, spawn, userland_command
 from userland.local.controlplane import (
@@ -187,12 +188,16 @@ class LocalSetup:
         self.metrics_runner: web.AppRunner | None = None
         # The gateway signs identities with it; the web UI checks them.
         self.identity_secret = secrets.token_hex(32)
+        # The example assignment: its git server and the assignment store (a child).
+        self.assignments = assignment_example.LocalAssignments(options.state_dir, options.log_dir,
+                                                               self.supervisor)
         self.stop = asyncio.Event()
         try:
             repo: Path | None = find_repo()
         except ControlPlaneError:
             repo = None  # an installed `userland` away from its repository: the demo only
         self.templates = examples.templates(repo)
+        self.repo = repo
         self.app_bins = app_bin_dirs(dict(options.env), repo)
 
     # -- helpers
@@ -298,7 +303,10 @@ class LocalSetup:
         ), self.options.log_dir, self._child_env(
             namespaces=(examples.NAMESPACE,), lease_namespace=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
-            public_url=self.options.public_url)))
+            public_url=self.options.public_url, worker_image="userland:local",
+            # Collection Pods start 10 s before a deadline here, not 60 (one machine, no scheduling).
+            collect_lead_seconds=self.options.env.get(env_name("collect_lead_seconds"), "10"),
+            **self.assignments.settings())))
 
     def start_web(self, redis_url: str) -> None:
         self.web_port = free_port()
@@ -308,7 +316,7 @@ class LocalSetup:
         ), self.options.log_dir, self._child_env(
             redis_url=redis_url, public_url=self.options.public_url,
             identity_secret=self.identity_secret, cookie_secure=False,
-            internal_listen=f"127.0.0.1:{self.web_internal_port}")))
+            internal_listen=f"127.0.0.1:{self.web_internal_port}", **self.assignments.settings())))
 
     def start_gateway(self, redis_url: str) -> None:
         options = self.options
@@ -353,6 +361,8 @@ class LocalSetup:
 
             checks = [("operator", f"{self.operator_port}/healthz"), ("web", f"{self.web_port}/healthz"),
                       ("gateway", f"{self.gateway_internal_port}/healthz")]
+            if self.assignments.store_port:
+                checks.append(("store", f"{self.assignments.store_port}/healthz"))
             if self.prometheus_port:
                 checks.append(("prometheus", f"{self.prometheus_port}/-/ready"))
             for name, path in checks:
@@ -410,6 +420,10 @@ class LocalSetup:
         say(f"  kubectl     export KUBECONFIG={kubeconfig}; "
             f"kubectl get userlands,deployments,services -n {examples.NAMESPACE}")
         say(f"  Add one     {examples.add_student_command()}")
+        if self.assignments.git is not None:
+            first = o.students[0] if o.students else "alice"
+            for line in assignment_example.banner(o.public_url, o.origin, first):
+                say(line)
         say(f"  Metrics     operator http://127.0.0.1:{self.operator_port}/metrics   (/healthz beside it)")
         say(f"              gateway  http://127.0.0.1:{self.gateway_internal_port}/metrics   (its internal "
             f"port; {o.port} serves no /healthz or /metrics)")
@@ -447,6 +461,7 @@ class LocalSetup:
         redis_url = await self.start_redis()
         self.kube = await KubeClient.connect(str(o.kubeconfig))
         await self.apply_examples()
+        await self.assignments.start(self.kube, self.repo, {t["metadata"]["name"] for t in self.templates})
         say("Starting the operator, the gateway and the local runner ...")
         self.start_operator()
         self.start_web(redis_url)
@@ -475,7 +490,7 @@ class LocalSetup:
         # No restarts from here on: poll() is no longer called, and the entries go.
         children = self.children
         self.supervisor.supervised.clear()
-        for name in ("prometheus", "gateway", "web", "operator", "redis"):
+        for name in ("prometheus", "gateway", "web", "operator", "store", "redis"):
             child = children.pop(name, None)
             if child is not None:
                 await asyncio.to_thread(child.stop)
@@ -485,6 +500,7 @@ class LocalSetup:
             await self.metrics_runner.cleanup()
         if self.kube is not None:
             await self.kube.close()
+        await self.assignments.stop()
         if self.plane is not None:
             self.plane.stop()
         say("Stopped.")

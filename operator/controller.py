@@ -9,8 +9,9 @@ parts together:
 - operator/userlands.py and operator/templates.py: the two reconciles (read, decide, write);
 - operator/apply.py: the writes (children, owner conflicts, the storage finalizer, status);
 - operator/status.py, status_events.py, wake.py, sleep.py, builders.py: the pure decisions;
-- operator/loop.py: the workers, the queue and the resync, shared by every reconciler (the
-  shape an Assignment controller plugs into).
+- operator/loop.py: the workers, the queue and the resync, shared by every reconciler;
+- operator/assignments.py: the Assignment reconcile (hand out, collect, return feedback, through
+  worker Pods and the assignment store), beside the two others.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from userland.operator.apply import Applier
+from userland.operator.assignments import AssignmentReconciler
 from userland.operator.census import Census
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import Caches, Key
-from userland.operator.loop import Loop
+from userland.operator.loop import Loop, Reconciler
 from userland.operator.metrics import OperatorMetrics, StateCollector
 from userland.operator.route_conflicts import RouteConflicts
 from userland.operator.status import DEFAULT_START_TIMEOUT
@@ -34,6 +36,7 @@ from userland.platform.exposition import PlatformCollector
 from userland.platform.kube import KubeClient
 from userland.platform.routes import platform_host_of
 from userland.platform.settings import Settings
+from userland.platform.store_client import StoreClient
 
 
 def utc_now() -> datetime:
@@ -51,6 +54,8 @@ class Controller:
         resync_seconds: float = 600.0,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
         clock: Callable[[], datetime] = utc_now,
+        store: StoreClient | None = None,
+        worker_image: str = "",
     ) -> None:
         """`start_timeout`: seconds a Pod may take to become ready before its environment is
         said to have failed (`StartTimeout`); `clock`: the time decisions are made at (tests
@@ -80,14 +85,28 @@ class Controller:
         self.metrics.registry.register(PlatformCollector(
             kube=lambda: (client,), informers=lambda: self.informers, labels={"component": "operator"}))
         self.template_reconciler = TemplateReconciler(self.caches, self.applier, self.events, dry_runs, clock)
-        self.loop = Loop([self.template_reconciler, self.userland_reconciler], queue=self.queue,
-                         metrics=self.metrics, workers=workers, resync_seconds=resync_seconds)
+        # The store: given (tests), or the one the settings name when the operator has its secret.
+        self.store = store or (StoreClient(settings.store_url, settings.store_secret, "operator")
+                               if settings.store_secret else None)
+        self._owns_store = store is None and self.store is not None
+        self.worker_image = worker_image or settings.worker_image or "userland:local"
+        self.assignment_reconciler = AssignmentReconciler(
+            client, self.caches, self.events, self.queue, settings, self.metrics, store=self.store,
+            clock=clock, worker_image=lambda: self.worker_image)
+        reconcilers: list[Reconciler] = [self.template_reconciler, self.userland_reconciler,
+                                         self.assignment_reconciler]
+        self.loop = Loop(reconcilers, queue=self.queue, metrics=self.metrics, workers=workers,
+                         resync_seconds=resync_seconds)
 
     async def reconcile_userland(self, namespace: str, name: str) -> None:
         await self.userland_reconciler.reconcile(namespace, name)
 
     async def reconcile_template(self, namespace: str, name: str) -> None:
         await self.template_reconciler.reconcile(namespace, name)
+
+    async def close(self) -> None:
+        if self._owns_store and self.store is not None:
+            await self.store.close()
 
     # ----- running -----
 

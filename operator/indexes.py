@@ -12,6 +12,9 @@ Template, and that pair's Pods (`BY_PAIR`). Handlers only enqueue keys:
   or frees;
 - a Deployment's or Service's change -> its controller owner (a Userland); a PVC's or Pod's
   -> the Userlands of its labels' pair; a NetworkPolicy's -> its Template.
+- Assignments (operator/assignments.py): an Assignment's change (not its status) -> it; a
+  worker Pod's -> its Assignment; a student's environment appearing or going, its volume, or its
+  Pod moving to another node -> the Assignments of that Template (`BY_ASSIGNMENT_TEMPLATE`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from userland.operator.workqueue import WorkQueue
 from userland.platform import naming
 from userland.platform.informer import Informer, drop_managed_fields
 from userland.platform.kube import (
+    ASSIGNMENTS,
     DEPLOYMENTS,
     JSON,
     NETWORK_POLICIES,
@@ -40,9 +44,12 @@ from userland.platform.objects import labels_of, meta
 
 USERLAND = "Userland"
 TEMPLATE = "Template"
+ASSIGNMENT = "Assignment"
 Key = tuple[str, str, str]  # (kind, namespace, name)
 BY_TEMPLATE = "template"  # (namespace, template) -> Userlands
 BY_PAIR = "pair"  # (namespace, template, user) -> Userlands, or Pods
+BY_ASSIGNMENT_TEMPLATE = "assignment-template"  # (namespace, template) -> Assignments
+BY_ASSIGNMENT = "assignment"  # (namespace, assignment) -> its worker Pods
 # Template status (how many Userlands use it) is written at most this often per Template.
 TEMPLATE_STATUS_DEBOUNCE = 1.0
 
@@ -85,6 +92,21 @@ def without_status(obj: JSON | None) -> Any:
     return (kept, obj.get("spec"))
 
 
+def by_assignment_template(obj: JSON) -> list[Hashable]:
+    templates = (obj.get("spec") or {}).get("templates")
+    namespace = meta(obj).get("namespace", "")
+    return [(namespace, t) for t in templates if isinstance(t, str)] if isinstance(templates, list) else []
+
+
+def worker_of(obj: JSON) -> list[Hashable]:
+    name = labels_of(obj).get(naming.LABEL_ASSIGNMENT)
+    return [(meta(obj).get("namespace", ""), name)] if name else []
+
+
+def node_of(pod: JSON | None) -> str | None:
+    return ((pod or {}).get("spec") or {}).get("nodeName") if pod is not None else None
+
+
 def trim_deployment(obj: JSON) -> JSON:
     """Keep what reconcile reads: metadata, spec, and the replica counts of status."""
     drop_managed_fields(obj)
@@ -115,8 +137,13 @@ class Caches:
         self.network_policies = Informer(client, NETWORK_POLICIES, namespaces, label_selector=managed)
         # Students' Pods, trimmed to what status needs (progress, a final reason, its age).
         self.pods = Informer(client, PODS, namespaces, label_selector=managed, transform=trim_pod)
+        # Dozens per course, each with a status of one entry per student: kept compact.
+        self.assignments = Informer(client, ASSIGNMENTS, namespaces, compact=True)
         self.all = (self.templates, self.userlands, self.deployments, self.services, self.pvcs,
-                    self.network_policies, self.pods)
+                    self.network_policies, self.pods, self.assignments)
+        self.assignments.add_index(BY_ASSIGNMENT_TEMPLATE, by_assignment_template)
+        self.pods.add_index(BY_ASSIGNMENT, worker_of)
+        self.assignments.add_handler(self._on_assignment)
         self.userlands.add_index(BY_TEMPLATE, by_template)
         self.userlands.add_index(BY_PAIR, by_pair)
         self.pods.add_index(BY_PAIR, lambda pod: [labelled_pair(pod)])
@@ -139,6 +166,17 @@ class Caches:
     def pods_of_pair(self, namespace: str, template: str, user: str) -> list[JSON]:
         return self.pods.by_index(BY_PAIR, (namespace, template, user))
 
+    def assignments_of_template(self, namespace: str, template: str) -> list[str]:
+        keys = self.assignments.index_keys(BY_ASSIGNMENT_TEMPLATE, (namespace, template))
+        return [name for _, name in keys]
+
+    def workers_of(self, namespace: str, assignment: str) -> list[JSON]:
+        return self.pods.by_index(BY_ASSIGNMENT, (namespace, assignment))
+
+    def _assignments_of(self, namespace: str, template: str) -> None:
+        for name in self.assignments_of_template(namespace, template):
+            self.queue.add((ASSIGNMENT, namespace, name))
+
     def known_userlands(self) -> int:
         return len(self.userlands.store)
 
@@ -160,6 +198,9 @@ class Caches:
         if old is not None and new is not None and without_status(old) == without_status(new):
             return  # a status write (usually ours): nothing to reconcile
         self.queue.add((USERLAND, ns, name))
+        for pair in before | after:  # a student who receives assignments appeared, moved or went
+            assert isinstance(pair, tuple)
+            self._assignments_of(ns, pair[1])
 
     def _on_template(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
@@ -173,6 +214,7 @@ class Caches:
             self.queue.add((TEMPLATE, template_ns, template))
             for userland in self.userlands_of_template(template_ns, template):
                 self.queue.add((USERLAND, template_ns, userland))
+        self._assignments_of(ns, name)
 
     def _on_owned_child(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
@@ -182,12 +224,26 @@ class Caches:
             self.queue.add((USERLAND, meta(obj).get("namespace", ""), str(owner.get("name"))))
 
     def _on_labelled_child(self, old: JSON | None, new: JSON | None) -> None:
-        """A child found by its labels (a PVC, a Pod): reconcile the Userlands of its pair."""
+        """A child found by its labels (a PVC, a Pod): reconcile the Userlands of its pair; a
+        worker Pod's: its Assignment; a volume appearing or going, or an environment's Pod
+        appearing, going or on another node: the Assignments of its Template."""
         obj = new or old
         assert obj is not None
+        if (assignment := labels_of(obj).get(naming.LABEL_ASSIGNMENT)):
+            self.queue.add((ASSIGNMENT, meta(obj).get("namespace", ""), assignment))
+            return
         namespace, template, user = labelled_pair(obj)
         for _, name in self.userlands.index_keys(BY_PAIR, (namespace, template, user)):
             self.queue.add((USERLAND, namespace, name))
+        if old is None or new is None or node_of(old) != node_of(new):
+            self._assignments_of(namespace, template)
+
+    def _on_assignment(self, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        assert obj is not None
+        if old is not None and new is not None and without_status(old) == without_status(new):
+            return  # our own status write
+        self.queue.add((ASSIGNMENT, meta(obj).get("namespace", ""), meta(obj).get("name", "")))
 
     def _on_network_policy(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old

@@ -13,6 +13,7 @@ import sys
 
 from aiohttp import web
 
+from userland.operator.assignments import discover_image
 from userland.operator.controller import Controller
 from userland.operator.leader import LeaderElector
 from userland.operator.metrics import OperatorMetrics, health_app
@@ -31,9 +32,13 @@ async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
         print(f"userland operator: {err}", file=sys.stderr)
         return 2
     metrics = OperatorMetrics()
+    image = settings.worker_image
+    if not image and os.environ.get("POD_NAME") and os.environ.get("POD_NAMESPACE"):
+        # Worker Pods run the operator's own image (whatever an overlay renamed it to).
+        image = await discover_image(client, os.environ["POD_NAMESPACE"], os.environ["POD_NAME"])
     controller = Controller(
         client, settings, workers=args.workers, metrics=metrics, resync_seconds=args.resync,
-        start_timeout=args.start_timeout,
+        start_timeout=args.start_timeout, worker_image=image,
     )
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
     elector = (
@@ -98,6 +103,7 @@ async def run_operator(settings: Settings, args: argparse.Namespace) -> int:
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(controller.events.flush(), 5)  # the last Events, if the API answers
     await controller.events.close()
+    await controller.close()
     controller.queue.close()
     with contextlib.suppress(Exception):
         await runner.cleanup()

@@ -81,6 +81,22 @@ class OperatorMetrics:
             "userland_environment_failures_total",
             "Environments that stopped being able to start, by kind (image, crash, quota, storage, "
             "scheduling, config, timeout, other)", ["course", "template", "reason"], registry=r)
+        # Assignments (docs/assignments.md).
+        self.assignment_pods = Counter(
+            "userland_operator_assignment_worker_pods_total",
+            "Worker Pods made for assignments, by kind of work (handout, collect, feedback)",
+            ["kind"], registry=r)
+        self.assignment_fetches = Counter(
+            "userland_operator_assignment_fetches_total",
+            "Fetches of an assignment's source by the store, by result (ok, or the reason it failed)",
+            ["result"], registry=r)
+        self.assignment_fetch_seconds = Histogram(
+            "userland_operator_assignment_fetch_seconds", "Time to fetch an assignment's source (successes)",
+            registry=r, buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600))
+        self.assignment_copy_delay = Histogram(
+            "userland_operator_assignment_copy_delay_seconds",
+            "How long after its moment (a deadline, collect now) each student's copy was taken",
+            registry=r, buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
         # Set by the process (operator/main.py) before each scrape; the standby exports no state.
         self.is_leader = True
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from userland.platform import naming
 from userland.platform.objects import condition, meta
 
 JSON = dict[str, Any]
@@ -129,17 +130,24 @@ def _trim_container(container: JSON) -> JSON:
 
 def trim_pod(obj: JSON) -> JSON:
     """What the operator keeps of a Pod (thousands of them): enough for pod_progress, for
-    final_reason, blocked_reason and for how long it has been starting (its creation time)."""
+    final_reason, blocked_reason and for how long it has been starting (its creation time); the
+    node it runs on (an assignment's worker Pod must go where the volume is attached) and its
+    phase; of a worker Pod, what work it does (its job annotation)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     trimmed: JSON = {
         "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "creationTimestamp",
                                           "deletionTimestamp", "resourceVersion", "uid") if k in meta},
+        "spec": {"nodeName": (obj.get("spec") or {}).get("nodeName")},
         "status": {
+            "phase": status.get("phase"),
             "conditions": [_trim_condition(c) for c in status.get("conditions") or []],
             "containerStatuses": [_trim_container(c) for c in status.get("containerStatuses") or []],
         },
     }
+    job = (meta.get("annotations") or {}).get(naming.ANNOTATION_JOB)
+    if job is not None:
+        trimmed["metadata"]["annotations"] = {naming.ANNOTATION_JOB: job}
     if status.get("initContainerStatuses"):
         trimmed["status"]["initContainerStatuses"] = [
             _trim_container(c) for c in status["initContainerStatuses"]]

@@ -55,6 +55,7 @@ class Resource:
 
 TEMPLATES = Resource(naming.GROUP, naming.VERSION, "templates", "Template")
 USERLANDS = Resource(naming.GROUP, naming.VERSION, "userlands", "Userland")
+ASSIGNMENTS = Resource(naming.GROUP, naming.VERSION, "assignments", "Assignment")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 SERVICES = Resource("", "v1", "services", "Service")
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
@@ -63,6 +64,7 @@ EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod")
+SECRETS = Resource("", "v1", "secrets", "Secret")
 
 
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}

@@ -46,6 +46,21 @@ ANNOTATION_LAST_ACTIVITY = "userland.dev/last-activity"
 ANNOTATION_WAKE_ALL = "userland.dev/wake-all"
 ANNOTATION_STARTED_AT = "userland.dev/started-at"
 ANNOTATION_STARTED_BY = "userland.dev/started-by"
+# Assignments (docs/assignments.md). On an Assignment, set by the web UI (or kubectl): "hand out
+# again" (re-read the source's ref, give every student the files again), "collect now" (a copy of
+# every student's folder as it is at that time), and "feedback uploaded" (the store's feedback
+# for some students changed): each an RFC 3339 time, as `userland.dev/restartedAt` is.
+ANNOTATION_HANDOUT_AT = "userland.dev/handout-at"
+ANNOTATION_COLLECT_NOW = "userland.dev/collect-now"
+ANNOTATION_FEEDBACK_AT = "userland.dev/feedback-at"
+# The operator's worker Pods (hand out, collect, return feedback): the Assignment they work for,
+# the kind of work, and what they do (a JSON summary: the students, the commit or deadline).
+LABEL_ASSIGNMENT = "userland.dev/assignment"
+LABEL_WORK = "userland.dev/work"
+ANNOTATION_JOB = "userland.dev/job"
+# Every worker Pod carries it (NetworkPolicies select them by it).
+LABEL_COMPONENT = "app.kubernetes.io/component"
+WORKER_COMPONENT = "assignment-worker"
 # A course is a namespace with this label ("true"); its staff and title are annotations on it,
 # written by admins (kubectl, GitOps) and read by the web UI and the gateway.
 LABEL_COURSE = "userland.dev/course"
@@ -158,3 +173,20 @@ def label_value(text: str) -> str:
     if len(text) <= DNS_LABEL_MAX:
         return text
     return f"{text[: DNS_LABEL_MAX - _HASH_LEN - 1]}-{_short_hash(text)}"
+
+
+def worker_pod_name(assignment: str, kind: str, digest: str) -> str:
+    """A worker Pod's name: `<assignment>-<kind>-<digest[:10]>`, the assignment part shortened
+    with a hash of it when the whole would pass 63 characters (Pod names are DNS subdomains,
+    but Pods' hostnames are labels)."""
+    tail = f"-{kind}-{digest[:_HASH_LEN]}"
+    head = assignment
+    if len(head) + len(tail) > DNS_LABEL_MAX:
+        keep = DNS_LABEL_MAX - len(tail) - _HASH_LEN - 1
+        head = f"{assignment[:keep].rstrip('-')}-{_short_hash(assignment)}"
+    return head + tail
+
+
+def assignment_policy_name(assignment: str) -> str:
+    """The NetworkPolicy that fences one Assignment's worker Pods."""
+    return label_value(f"assignment-{assignment}-work")

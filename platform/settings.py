@@ -302,6 +302,39 @@ class Settings:
         16, whole(0),
         "Open live class dashboards (server-sent event streams) per signed-in user and web UI process"
         " (0: no limit); one more gets a 429.")
+    # --- assignments (docs/assignments.md) ---
+    store_url: str = setting(
+        "http://userland-store.userland-system.svc:8080", url,
+        "The assignment store, for the operator, the web UI and the worker Pods.")
+    store_secret: str = setting(
+        "", text,
+        "The key the operator signs worker Pods' jobs with and the web UI its requests, checked by the "
+        "store; at least 32 characters, the same for all three.", secret=True)
+    worker_image: str = setting(
+        "", text,
+        "The image of assignment worker Pods; empty: the operator's own (read from its Pod at start).")
+    # In gateway_namespace, the platform's own namespace, when it is set.
+    store_pod_labels: tuple[tuple[str, str], ...] = setting(
+        (("app.kubernetes.io/name", "userland-store"),), label_pairs,
+        "Labels (`key=value,...`) of the store's Pods, the only Pods worker Pods may connect to.")
+    assignment_batch: int = setting(
+        20, whole(1),
+        "Students' environments per worker Pod (one Pod per batch, per Template and node).")
+    collect_lead_seconds: float = setting(
+        60.0, seconds,
+        "How long before a deadline the collection Pods are made, so each copy is taken at it.")
+    source_max_files: int = setting(
+        10_000, whole(1),
+        "Files of an assignment's source at most; a larger one is refused with a message.")
+    source_max_mb: int = setting(
+        500, whole(1),
+        "Megabytes of an assignment's source at most.")
+    folder_max_files: int = setting(
+        20_000, whole(1),
+        "Files of a student's folder collected at most; a larger one is not taken, with the reason.")
+    folder_max_mb: int = setting(
+        500, whole(1),
+        "Megabytes of a student's folder collected at most.")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, required: Iterable[str] = ()) -> Settings:
@@ -331,6 +364,8 @@ class Settings:
                 raise SettingsError(f"{env_name(name)} is required but not set")
         if "identity_secret" in names and len(self.identity_secret) < 32:
             raise SettingsError(f"{env_name('identity_secret')} must be at least 32 characters")
+        if "store_secret" in names and len(self.store_secret) < 32:
+            raise SettingsError(f"{env_name('store_secret')} must be at least 32 characters")
 
 
 def declarations() -> tuple[Field[Any], ...]:

@@ -2,8 +2,10 @@
 # Installs the Debian packages the tests and the local setup need, only those missing.
 set -euo pipefail
 # php-cli: the gateway is tested against PHP's built-in server (close-delimited bodies).
+# git: the assignment store fetches sources with it; make run and the tests serve repositories
+# with its http-backend.
 want=(etcd-server golang-go golang-github-modern-go-reflect2-dev rsync jq openssl curl redis-server
-      dpkg-dev make chromium php-cli)
+      dpkg-dev make chromium php-cli git)
 # Installed without recommends (no node exporter): promtool checks the alert rules, the tests and
 # `make run PROMETHEUS=1` run their own prometheus. (On a machine with systemd, Debian also starts
 # its own service on :9090; `systemctl disable --now prometheus` if you do not want it.)

@@ -95,7 +95,7 @@ fi
 
 # ---- the project's image ----------------------------------------------------------------------
 # What deploy/Dockerfile copies, hashed: the tag changes exactly when the image would.
-sources=(pyproject.toml README.md deploy/Dockerfile platform operator auth proxy web cli local)
+sources=(pyproject.toml README.md deploy/Dockerfile platform operator auth proxy web cli local coursework)
 src_hash=$(cd "$repo" && find "${sources[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 \
     | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
 userland=localhost/userland:$src_hash

@@ -32,6 +32,7 @@ from userland.platform.exposition import PlatformCollector
 from userland.platform.kube import KubeClient, KubeError
 from userland.platform.redis_pool import MeasuredRedis
 from userland.platform.settings import Settings
+from userland.platform.store_client import StoreClient
 from userland.web import render, security
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
@@ -40,6 +41,8 @@ from userland.web.help_monitor import HelpMonitor
 from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
+from userland.web.routes_assignment_actions import STORE, setup_assignment_action_routes
+from userland.web.routes_assignments import setup_assignment_routes
 from userland.web.routes_audit import AUDIT, setup_audit_routes
 from userland.web.routes_course import setup_course_routes
 from userland.web.routes_help import setup_help_routes
@@ -181,6 +184,8 @@ async def unsafe_requests(request: web.Request, handler: Handler) -> web.StreamR
         log.info("cross-origin request refused", extra={"path": request.path})
         return ctx.error(request, 403, "Request refused",
                          "This form was sent from another site. Open the page again and retry.")
+    if request.method == "POST" and security.STREAMED_UPLOADS.match(request.path):
+        return await handler(request)  # its token is checked by its handler before the file is read
     who = identity_of(request)
     # The body is read here, once (aiohttp keeps it for the handler): a body that is not a
     # readable form (a field that is not UTF-8, an unknown charset, broken multipart; no
@@ -249,6 +254,8 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_action_routes(app)
     setup_admin_routes(app)
     setup_audit_routes(app)
+    setup_assignment_routes(app)
+    setup_assignment_action_routes(app)
     setup_help_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
@@ -268,10 +275,16 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
                 kube=lambda: (client,), redis=lambda: (redis_conn,), labels={"component": "web"},
                 informers=lambda: [state.namespaces,
                                    *(i for watch in list(state.watches.values()) for i in watch.informers)]))
+        store = StoreClient(settings.store_url, settings.store_secret,
+                            "web") if settings.store_secret else None
+        if store is not None:
+            ctx.extras[STORE] = store
         try:
             yield
         finally:
             await monitor.stop()
+            if store is not None:
+                await store.close()
             await state.stop()
             if kube is None:
                 await client.close()

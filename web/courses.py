@@ -23,15 +23,17 @@ from userland.platform.identity import Identity
 
 CourseRole = Literal["admin", "instructor", "assistant"]
 Action = Literal["view", "start", "restart", "suspend", "resume", "add", "remove",
-                 "start_all", "suspend_all", "remove_all", "audit", "help"]
+                 "start_all", "suspend_all", "remove_all", "audit", "assign", "grade", "download", "help"]
 
 # What each course role may do. Assistants help in class: they see the course and get
 # environments going again, but the roster (add/remove) and course-wide actions are the
+# instructor's. With assignments they grade (download students' copies, write grades and
+# feedback); creating, handing out, collecting, extending and returning ("assign") is the
 # instructor's.
 PERMISSIONS: Mapping[CourseRole, frozenset[str]] = {
     "admin": frozenset(Action.__args__),  # type: ignore[attr-defined]
     "instructor": frozenset(Action.__args__),  # type: ignore[attr-defined]
-    "assistant": frozenset({"view", "start", "restart", "audit", "help"}),
+    "assistant": frozenset({"view", "start", "restart", "audit", "grade", "download", "help"}),
 }
 
 

@@ -28,12 +28,21 @@ AUDIT = "userland.audit_log"  # WebContext.extras key for the AuditLog
 PAGE_SIZE = 200
 AUDITED_ACTIONS = ("add", "start", "restart", "suspend", "resume", "remove",
                    "start_all", "restart_all", "suspend_all", "resume_all", "remove_all",
+                   "assignment_create", "assignment_edit", "assignment_delete", "assignment_handout",
+                   "assignment_collect", "assignment_return", "assignment_stop_return", "assignment_extend",
+                   "assignment_grade", "assignment_feedback", "assignment_download", "assignment_export",
                    "help_join", "help_open", "help_end")
 ACTION_LABELS = {
     "add": "Added students", "start": "Started", "restart": "Restarted", "suspend": "Suspended",
     "resume": "Resumed", "remove": "Removed", "start_all": "Started (whole course)",
     "restart_all": "Restarted (whole course)", "suspend_all": "Suspended (whole course)",
     "resume_all": "Resumed (whole course)", "remove_all": "Removed (whole course)",
+    "assignment_create": "Created an assignment", "assignment_edit": "Edited an assignment",
+    "assignment_delete": "Deleted an assignment", "assignment_handout": "Handed out again",
+    "assignment_collect": "Collected now", "assignment_return": "Returned feedback",
+    "assignment_stop_return": "Stopped returning feedback", "assignment_extend": "Changed a deadline",
+    "assignment_grade": "Graded", "assignment_feedback": "Uploaded feedback",
+    "assignment_download": "Downloaded students' work", "assignment_export": "Exported grades",
     # Help in the lab (web/help_records.py): a member of staff given access to a student's
     # environments (asked for, or opened unasked where the course allows it), and its end.
     "help_join": "Joined to help", "help_open": "Opened a student's environments",

@@ -1,11 +1,12 @@
-"""GET /me: a student's own environments across every course, in plain words.
+"""GET /me: a student's own environments across every course, in plain words, and their
+assignments: where the files are, their deadline, what was kept as theirs, and once collected a
+receipt ("collected at 23:59, 14 files, 1.2 MB, receipt 3f2a9c01"); returned grades and comments.
 
-Only the signed-in login's Userlands (spec.user) are shown, from the watch cache. Each one
-says its state, links to it when ready, and says what to do when it is missing or failing.
-Students who are also named staff of a course get links to those courses.
-Each course also has its help panel (web/routes_help.py): ask for help, or take the request
-back; who of the course's staff has access to the student's environments now (with a button to
-end it at once), and who had it.
+Only the signed-in login's Userlands (spec.user) and their own entries in each Assignment's
+status are shown, from the watch cache. Students who are also named staff of a course get links
+to those courses. Each course also has its help panel (web/routes_help.py): ask for help, or take
+the request back; who of the course's staff has access to the student's environments now (with a
+button to end it at once), and who had it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import redis.exceptions
 from aiohttp import web
 
 from userland.platform.grants import MESSAGE_MAX
-from userland.web import dashboard
+from userland.web import assignments, dashboard
 from userland.web import help as help_view
 from userland.web.context import identity_of, web_context
 from userland.web.courses import course_role
@@ -33,6 +34,14 @@ async def me_page(request: web.Request) -> web.Response:
     state = class_state(request)
     mine = state.environments_of(who.login)
     staff = [(c, r) for c in state.courses() if (r := course_role(who, c)) is not None]
+    work = []
+    for course in state.courses():
+        watch = state.watch(course.namespace)
+        if watch is not None and watch.status in ("ready", "degraded"):
+            found = assignments.my_assignments(watch.assignment_objects(), who.login,
+                                               watch.template_objects())
+            if found:
+                work.append((course, found))
     now = time.time()
     try:
         panels, help_down = await student_panels(request, mine, now), False
@@ -40,7 +49,8 @@ async def me_page(request: web.Request) -> web.Response:
         # The student's environments need no Redis: the page stays, without the help panels.
         log.warning("help panels unavailable", extra={"error": type(err).__name__})
         panels, help_down = {}, bool(mine)
-    return ctx.page(request, "me.html", title="My environments", mine=mine, staff=staff,
+    return ctx.page(request, "me.html", title="My environments", mine=mine, staff=staff, work=work,
+                    when=assignments.when,
                     nav_courses=bool(staff), now=now, advice=dashboard.advice,
                     student_reason=dashboard.student_reason,
                     since_words=dashboard.since_words, help=panels, clock=help_view.clock,

@@ -107,3 +107,13 @@ def event(obj: JSON) -> JSON:
                     lastTimestamp=obj.get("lastTimestamp") or obj.get("eventTime")
                     or (obj.get("metadata") or {}).get("creationTimestamp") or "")
     return slim
+
+
+def assignment(obj: JSON) -> JSON:
+    """An Assignment as the pages read it: its spec, its status (every student's entry), and
+    the times staff last asked to hand out again, collect now, or return uploaded feedback."""
+    meta = obj.get("metadata") or {}
+    kept = (naming.ANNOTATION_HANDOUT_AT, naming.ANNOTATION_COLLECT_NOW, naming.ANNOTATION_FEEDBACK_AT)
+    slim_meta = _meta(obj)
+    slim_meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k in kept}
+    return {"metadata": slim_meta, "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}

@@ -1,9 +1,9 @@
 """The web UI's own watches: which namespaces are courses, and what is in each course.
 
 One cluster-wide informer on namespaces labelled `userland.dev/course=true`; per course, one
-informer each for Userlands, Templates, Deployments, Pods and Events of that namespace, started
-when the course appears and stopped when it goes. Objects are cut down (web/slim.py) and kept
-compact, so 1,000 Userlands cost little memory. A namespace the web UI may not read (no
+informer each for Userlands, Templates, Deployments, Pods, Events and Assignments of that
+namespace, started when the course appears and stopped when it goes. Objects are cut down
+(web/slim.py) and kept compact, so 1,000 Userlands cost little memory. A namespace the web UI may not read (no
 RoleBinding yet: 403) is "not set up": it is probed again every `probe_interval` seconds and
 never stops the others.
 
@@ -24,6 +24,7 @@ from typing import Any, Literal
 from userland.platform import naming
 from userland.platform.informer import Informer
 from userland.platform.kube import (
+    ASSIGNMENTS,
     DEPLOYMENTS,
     EVENTS,
     JSON,
@@ -50,6 +51,11 @@ BY_USER = "user"              # Userlands by their student's login
 BY_OWNED_NAME = "owned-name"  # Userlands by their own name and their Deployment's
 BY_USERLAND = "userland"      # Pods by their Userland's label value
 BY_INVOLVED = "involved"      # Warning Events by the object they are about (see _involved)
+
+
+def assignments_channel(namespace: str) -> str:
+    """The notifier's channel for a course's Assignments (keys: assignment names)."""
+    return f"{namespace}#assignments"
 
 
 def _user(obj: JSON | None) -> str:
@@ -109,7 +115,9 @@ class CourseWatch:
         self.deployments = informer(DEPLOYMENTS, slim.deployment, managed)
         self.pods = informer(PODS, slim.pod, managed)
         self.events = informer(EVENTS, slim.event)
-        self.informers = (self.userlands, self.templates, self.deployments, self.pods, self.events)
+        self.assignments = informer(ASSIGNMENTS, slim.assignment)
+        self.informers = (self.userlands, self.templates, self.deployments, self.pods, self.events,
+                          self.assignments)
         # Indexes on the informers (kept by them, before any handler runs).
         self.userlands.add_index(BY_USER, lambda obj: [_user(obj)])
         self.userlands.add_index(BY_OWNED_NAME, _owned_names)
@@ -121,6 +129,7 @@ class CourseWatch:
         self.deployments.add_handler(self._on_deployment)
         self.pods.add_handler(self._on_pod)
         self.events.add_handler(self._on_event)
+        self.assignments.add_handler(self._on_assignment)
 
     # ---- change handlers: keep the indices, forget cached rows, tell the notifier ----
     def _touch(self, logins: Iterable[str]) -> None:
@@ -157,6 +166,18 @@ class CourseWatch:
         obj = new or old or {}
         if obj.get("type") == "Warning":
             self._touch({self._owner(_involved(obj))})
+
+    def _on_assignment(self, old: JSON | None, new: JSON | None) -> None:
+        # Assignment pages listen on their own channel: a status write of a 500-student table
+        # re-renders that table, not the class dashboard's rows.
+        name = str(meta(new or old).get("name") or "")
+        self.notifier.changed(assignments_channel(self.namespace), {name})
+
+    def assignment_objects(self) -> list[JSON]:
+        return self.assignments.items()
+
+    def assignment(self, name: str) -> JSON | None:
+        return self.assignments.get(self.namespace, name)
 
     # ---- reads ----
     def _warnings_for(self, names: Iterable[str]) -> list[JSON]:

@@ -33,6 +33,7 @@ import html
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -45,6 +46,7 @@ from playwright.async_api import Browser, async_playwright
 
 from tests.fakes.github import API_PREFIX, FakeGitHub
 from tests.operator.support import template_body, userland_body
+from tests.support.real_apps import Local, started_local
 from userland.local import demo_env
 from userland.local.controlplane import free_port
 from userland.platform import naming
@@ -331,3 +333,10 @@ async def platform(kube: KubeClient, namespace: str, redis_url: str,
         for server in reversed(servers):
             await server.close()
         await redis_client.aclose()
+
+
+@pytest.fixture
+async def local(tmp_path: Path) -> AsyncIterator[Local]:
+    """`userland local` with the real apps (tests/support/real_apps.py), alice and bob."""
+    async with started_local(tmp_path) as running:
+        yield running

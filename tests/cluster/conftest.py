@@ -11,9 +11,10 @@ volumes (hostPath PersistentVolumes, as a node without a storage provisioner nee
 
 The overlay is what any site writes for itself: the images it built, its settings and its
 Secret. Two things are this node's own: GitHub's URL, and fixed ClusterIPs for Redis, the web
-UI and the gateway, which USERLAND_REDIS_URL and USERLAND_WEB_URL name instead of the DNS
-names deploy/config.env uses, because this node has no cluster DNS (the gateway itself needs
-none to reach students: docs/decisions.md, "reached by its ClusterIP").
+UI, the gateway and the assignment store, which USERLAND_REDIS_URL, USERLAND_WEB_URL and
+USERLAND_STORE_URL name instead of the DNS names deploy/config.env uses, because this node has
+no cluster DNS (the gateway itself needs none to reach students: docs/decisions.md, "reached by
+its ClusterIP"). The store's claim gets a hostPath volume made for it (no provisioner here).
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ GATEWAY_PORT = 8000
 PUBLIC_URL = f"http://{PUBLIC_HOST}:{GATEWAY_PORT}"
 ORG = "test-university"
 INSTRUCTOR = "koba1t"  # deploy/course/namespace.yaml's instructor
-FIXED_IPS = {"userland-redis": "10.97.0.10", "userland-web": "10.97.0.11", "userland-gateway": "10.97.0.12"}
-DEPLOYMENTS = ("userland-operator", "userland-gateway", "userland-web", "userland-redis")
+FIXED_IPS = {"userland-redis": "10.97.0.10", "userland-web": "10.97.0.11", "userland-gateway": "10.97.0.12",
+             "userland-store": "10.97.0.13"}
+DEPLOYMENTS = ("userland-operator", "userland-gateway", "userland-web", "userland-redis", "userland-store")
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ def overlay(workdir: Path, github: FakeGitHub) -> Path:
         "USERLAND_GITHUB_API_URL": github.api_url,
         "USERLAND_REDIS_URL": f"redis://{FIXED_IPS['userland-redis']}:6379/0",
         "USERLAND_WEB_URL": f"http://{FIXED_IPS['userland-web']}:8080",
+        "USERLAND_STORE_URL": f"http://{FIXED_IPS['userland-store']}:8080",
     }
     patches = [{"target": {"kind": "Service", "name": name},
                 "patch": json.dumps([{"op": "add", "path": "/spec/clusterIP", "value": ip}])}
@@ -183,7 +186,8 @@ def overlay(workdir: Path, github: FakeGitHub) -> Path:
         "secretGenerator": [{"name": "userland-secrets", "options": {"disableNameSuffixHash": True},
                              "literals": [f"github-client-id={github.client_id}",
                                           f"github-client-secret={github.client_secret}",
-                                          f"identity-secret={secrets.token_hex(32)}"]}],
+                                          f"identity-secret={secrets.token_hex(32)}",
+                                          f"store-secret={secrets.token_hex(32)}"]}],
         "patches": patches,
     }
     (workdir / "kustomization.yaml").write_text(json.dumps(kustomization, indent=1))
@@ -222,6 +226,18 @@ def envapp_template() -> dict[str, Any]:
     }
 
 
+def store_volume() -> dict[str, Any]:
+    """The assignment store's volume, bound to its claim in advance (deploy/store.yaml asks 20Gi)."""
+    path = NODE.state / "volumes" / "store"
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o777)
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "node-pv-store"},
+            "spec": {"capacity": {"storage": "20Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": str(path), "type": "Directory"},
+                     "claimRef": {"namespace": SYSTEM, "name": "userland-store-data"}}}
+
+
 def volumes(count: int) -> list[dict[str, Any]]:
     """hostPath PersistentVolumes: this node has no provisioner. Retain keeps a student's data."""
     pvs = []
@@ -252,13 +268,14 @@ def platform(github: FakeGitHub) -> Iterator[Platform]:
     result = Platform(github)
     with tempfile.TemporaryDirectory(prefix="userland-overlay-") as tmp:
         start = time.monotonic()
+        kubectl("apply", "-f", "-", stdin=json.dumps(store_volume()))
         kubectl("apply", "-k", str(overlay(Path(tmp), github)))
         for name in DEPLOYMENTS:
             kubectl("-n", SYSTEM, "rollout", "status", f"deployment/{name}", "--timeout=240s")
         result.timings["apply_to_available_s"] = time.monotonic() - start
     kubectl("apply", "-k", str(REPO / "deploy" / "examples"))
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                  "items": [*volumes(8), envapp_template()]}))
+                                                  "items": [*volumes(10), envapp_template()]}))
     yield result
 
 

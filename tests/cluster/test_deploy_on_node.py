@@ -94,7 +94,7 @@ def test_processes_run_as_the_shipped_unprivileged_users(platform: Platform) -> 
     # The user a container's processes really have, read from the node's /proc through their
     # cgroup: not what the Pod spec asks, what the kernel sees.
     expected = {"userland-operator": 10001, "userland-gateway": 10001, "userland-web": 10001,
-                "userland-redis": 999}
+                "userland-redis": 999, "userland-store": 10001}
     for name, uid in expected.items():
         pods = kubectl_json("-n", SYSTEM, "get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]
         pod = next(p for p in pods if not p["metadata"].get("deletionTimestamp"))
@@ -142,7 +142,7 @@ def test_network_policies_select_the_right_pods(platform: Platform) -> None:
     system_pods = _selected(SYSTEM, {})
     assert _selected(SYSTEM, policies["default-deny-ingress"]["spec"]["podSelector"]) == system_pods
     for policy, component in (("userland-gateway", "userland-gateway"), ("userland-web", "userland-web"),
-                              ("userland-redis", "userland-redis"),
+                              ("userland-redis", "userland-redis"), ("userland-store", "userland-store"),
                               ("userland-operator-metrics", "userland-operator")):
         selected = _selected(SYSTEM, policies[policy]["spec"]["podSelector"])
         component_pods = _selected(SYSTEM, {"matchLabels": {"app.kubernetes.io/name": component}})

@@ -80,8 +80,16 @@ CAN_I = [
     ("operator", "patch", "templates.userland.dev", "status", CLASSROOM, True),
     ("operator", "create", "events", "", CLASSROOM, True),
     ("operator", "delete", "events", "", CLASSROOM, False),
-    ("operator", "create", "pods", "", CLASSROOM, False),
-    ("operator", "get", "secrets", "", CLASSROOM, False),
+    # Assignments: worker Pods it owns, and a private source's token Secret (read, nothing else).
+    ("operator", "create", "pods", "", CLASSROOM, True),
+    ("operator", "delete", "pods", "", CLASSROOM, True),
+    ("operator", "patch", "pods", "", CLASSROOM, False),
+    ("operator", "create", "pods", "exec", CLASSROOM, False),
+    ("operator", "get", "secrets", "", CLASSROOM, True),
+    ("operator", "list", "secrets", "", CLASSROOM, False),
+    ("operator", "watch", "secrets", "", CLASSROOM, False),
+    ("operator", "patch", "assignments.userland.dev", "status", CLASSROOM, True),
+    ("operator", "patch", "assignments.userland.dev", "", CLASSROOM, False),
     ("operator", "create", "leases.coordination.k8s.io", "", SYSTEM, True),
     ("operator", "update", "leases.coordination.k8s.io", "", SYSTEM, True),
     ("operator", "get", "leases.coordination.k8s.io", "", SYSTEM, True),
@@ -124,7 +132,12 @@ GRANTS = {
         "userlands.userland.dev/finalizers": {"update"},
         "deployments.apps": CHILD, "services": CHILD, "persistentvolumeclaims": CHILD,
         "networkpolicies.networking.k8s.io": CHILD, "events": {"create", "patch"},
-        "pods": READ,  # status.progress, never a write
+        # status.progress; and an assignment's worker Pods, made and removed (never changed).
+        "pods": READ | {"create", "delete"},
+        "secrets": {"get"},  # an assignment source's token, read when it is fetched
+        "assignments.userland.dev": READ,
+        "assignments.userland.dev/status": {"patch", "update"},
+        "assignments.userland.dev/finalizers": {"update"},
     },
 }
 GRANTS[("operator", SYSTEM)] = {**GRANTS[("operator", CLASSROOM)],

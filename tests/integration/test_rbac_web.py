@@ -62,6 +62,12 @@ CAN_I = [
     ("update", "userlands.userland.dev", "", "course", False),  # merge patches are enough
     ("patch", "userlands.userland.dev", "status", "course", False),
     ("deletecollection", "userlands.userland.dev", "", "course", False),
+    # Assignments: staff create and act on them; the operator's status is not the web UI's to write.
+    ("create", "assignments.userland.dev", "", "course", True),
+    ("patch", "assignments.userland.dev", "", "course", True),
+    ("delete", "assignments.userland.dev", "", "course", True),
+    ("patch", "assignments.userland.dev", "status", "course", False),
+    ("list", "assignments.userland.dev", "", "plain", False),
     ("list", "templates.userland.dev", "", "course", True),
     ("create", "templates.userland.dev", "", "course", False),
     ("patch", "templates.userland.dev", "", "course", False),
@@ -145,6 +151,7 @@ def test_everything_granted_in_a_course_is_exactly_this(control_plane: ControlPl
     assert _granted(control_plane, course) == {
         **SELF_REVIEW,
         "userlands.userland.dev": READ | {"create", "delete", "patch"},
+        "assignments.userland.dev": READ | {"create", "delete", "patch"},
         "templates.userland.dev": READ, "deployments.apps": READ, "pods": READ,
         "events": READ | {"create"}, "namespaces": READ,
     }

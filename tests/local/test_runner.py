@@ -17,7 +17,6 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 
 from tests.support import eventually, free_port
 from tests.support.objects import userland_body
+from tests.support.pods import alive, container_state
 from userland.local import mountns
 from userland.local.runner import LocalRunner
 from userland.local.users import environment_user
@@ -82,26 +82,6 @@ def http_server(name: str, port: int = 8080, bind: str = "0.0.0.0", probe: bool 
     return container
 
 
-@pytest.fixture
-async def runner(kube: KubeClient, namespace: str, tmp_path: Path) -> AsyncIterator[LocalRunner]:
-    os.chmod(tmp_path, 0o755)  # the environments' user passes through to its folders
-    local = LocalRunner(
-        kube, [namespace], state_dir=tmp_path, user=environment_user(), backoff=0.2, max_backoff=1.0
-    )
-    task = asyncio.create_task(local.run())
-    await asyncio.wait_for(local.wait_synced(), 30)
-    try:
-        yield local
-    finally:
-        pids = [c.process.pid for w in local.workers.values() for c in w.containers if c.process is not None]
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    # Stopping the runner stops every process it started.
-    assert not local.workers
-    assert not [pid for pid in pids if alive(pid)]
-
-
 async def annotation(kube: KubeClient, namespace: str, name: str) -> str | None:
     service = await kube.get(SERVICES, namespace, name)
     value = ((service["metadata"].get("annotations")) or {}).get(naming.ANNOTATION_UPSTREAM)
@@ -122,14 +102,6 @@ async def the_pod(kube: KubeClient, namespace: str, deployment: str) -> JSON | N
     return pods[0] if len(pods) == 1 else None
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def proc_file(pid: int, name: str) -> bytes:
     return Path(f"/proc/{pid}/{name}").read_bytes()
 
@@ -140,13 +112,6 @@ def write_file(path: Path, text: str) -> None:
 
 async def _has(found: Any, wanted: set[str]) -> bool:
     return wanted <= await found
-
-
-def container_state(pod: JSON, name: str) -> JSON:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status["name"] == name:
-            return dict(status)
-    return {}
 
 
 async def get(url: str) -> tuple[int, str]:

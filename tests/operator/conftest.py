@@ -48,6 +48,7 @@ def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
             await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.wait_for(controller.events.flush(), 10)
             await controller.events.close()
+            await controller.close()
             controller.queue.close()
             await client.close()
 

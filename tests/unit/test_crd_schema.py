@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from userland.platform import models, naming
+from userland.platform import assignments, models, naming
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -41,13 +41,20 @@ def schema_of(crd_name: str) -> dict[str, Any]:
 
 TEMPLATE = schema_of("templates")
 USERLAND = schema_of("userlands")
+ASSIGNMENT = schema_of("assignments")
+SCHEMA_NAMES = {id(TEMPLATE): "Template", id(USERLAND): "Userland", id(ASSIGNMENT): "Assignment"}
 
 
 def at(schema: dict[str, Any], path: str) -> dict[str, Any]:
-    """The sub-schema at a dotted path; `[]` steps into array items."""
+    """The sub-schema at a dotted path; `[]` steps into array items, `{}` into a map's values."""
     node = schema
     for part in path.split("."):
-        node = node["items"] if part == "[]" else node["properties"][part]
+        if part == "[]":
+            node = node["items"]
+        elif part == "{}":
+            node = node["additionalProperties"]
+        else:
+            node = node["properties"][part]
     return node
 
 
@@ -69,9 +76,12 @@ MODEL_TABLE: list[tuple[type, dict[str, Any], str, dict[str, str]]] = [
     (models.UserlandSpec, USERLAND, "spec", {}),
     (models.Condition, USERLAND, "status.conditions.[]", {}),
     (models.Condition, TEMPLATE, "status.conditions.[]", {}),
+    (assignments.AssignmentSpec, ASSIGNMENT, "spec", {}),
+    (assignments.Source, ASSIGNMENT, "spec.source", {}),
+    (assignments.SecretRef, ASSIGNMENT, "spec.source.tokenSecret", {}),
+    (assignments.Grade, ASSIGNMENT, "spec.grades.{}", {}),
 ]
-TABLE_IDS = [f"{cls.__name__}<->{'Template' if s is TEMPLATE else 'Userland'}.{p}"
-             for cls, s, p, _ in MODEL_TABLE]
+TABLE_IDS = [f"{cls.__name__}<->{SCHEMA_NAMES[id(s)]}.{p}" for cls, s, p, _ in MODEL_TABLE]
 
 
 def schema_key(field_name: str, renames: dict[str, str]) -> str:
@@ -154,6 +164,22 @@ USERLAND_SAMPLES: dict[str, Any] = {
     "spec.template": "vscode",
     "spec.suspended": True,
 }
+ASSIGNMENT_SAMPLES: dict[str, Any] = {
+    "spec.title": "Week 1",
+    "spec.templates": ["jupyterlab", "vscode"],
+    "spec.source.url": "https://git.example.edu/course/week1.git",
+    "spec.source.ref": "v1",
+    "spec.source.subPath": "starter",
+    "spec.source.tokenSecret.name": "course-git",
+    "spec.source.tokenSecret.key": "pat",
+    "spec.path": "week1",
+    "spec.release": "2026-12-01T08:00:00Z",
+    "spec.due": "2026-12-07T23:59:00Z",
+    "spec.students": ["alice", "bob"],
+    "spec.extensions": {"bob": "2026-12-09T23:59:00Z"},
+    "spec.grades": {"alice": {"grade": "9/10", "comment": "Good"}},
+    "spec.returnFeedback": True,
+}
 
 
 def object_paths(node: dict[str, Any], prefix: str) -> list[str]:
@@ -165,17 +191,21 @@ def object_paths(node: dict[str, Any], prefix: str) -> list[str]:
     for key, sub in node.get("properties", {}).items():
         path = f"{prefix}.{key}"
         paths.append(path)
-        if sub.get("type") == "object" and not sub.get("x-kubernetes-preserve-unknown-fields"):
+        if is_record(sub):
             paths.extend(object_paths(sub, path))
     return paths
+
+
+def is_record(node: dict[str, Any]) -> bool:
+    """An object with named properties (a map, such as grades, or an opaque object is a leaf)."""
+    return node.get("type") == "object" and "properties" in node and not node.get(
+        "x-kubernetes-preserve-unknown-fields")
 
 
 def build_sample(schema: dict[str, Any], samples: dict[str, Any]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for path in object_paths(schema["properties"]["spec"], "spec"):
-        sub = at(schema, path)
-        is_object = sub.get("type") == "object" and not sub.get("x-kubernetes-preserve-unknown-fields")
-        if is_object:
+        if is_record(at(schema, path)):
             continue
         assert path in samples, f"schema property {path} has no sample in this test: add one"
         node = obj
@@ -206,9 +236,14 @@ def parse_userland(obj: dict[str, Any]) -> models.Userland:
     return models.Userland.from_object({"metadata": {"name": "vscode-koba1t", "namespace": "c"}, **obj})
 
 
+def parse_assignment(obj: dict[str, Any]) -> assignments.Assignment:
+    return assignments.Assignment.from_object({"metadata": {"name": "week1", "namespace": "c"}, **obj})
+
+
 PARSERS = [
     ("Template", TEMPLATE, TEMPLATE_SAMPLES, parse_template),
     ("Userland", USERLAND, USERLAND_SAMPLES, parse_userland),
+    ("Assignment", ASSIGNMENT, ASSIGNMENT_SAMPLES, parse_assignment),
 ]
 
 
@@ -311,6 +346,7 @@ def test_value_patterns_are_the_models_ones() -> None:
     (TEMPLATE, "spec.storage.size"), (TEMPLATE, "spec.idleTimeout"),
     (TEMPLATE, "spec.routing.pathPrefix"), (TEMPLATE, "spec.storage.mountPath"),
     (USERLAND, "spec.template"), (USERLAND, "spec.user"),
+    (ASSIGNMENT, "spec.templates.[]"), (ASSIGNMENT, "spec.students.[]"), (ASSIGNMENT, "spec.source.url"),
 ], ids=lambda p: p[1])
 def test_every_pattern_is_re2(pattern_path: tuple[dict[str, Any], str]) -> None:
     schema, path = pattern_path
@@ -331,7 +367,8 @@ def all_schema_nodes(node: dict[str, Any], path: str = "") -> list[tuple[str, di
     return nodes
 
 
-@pytest.mark.parametrize("schema", [TEMPLATE, USERLAND], ids=["Template", "Userland"])
+@pytest.mark.parametrize("schema", [TEMPLATE, USERLAND, ASSIGNMENT],
+                         ids=["Template", "Userland", "Assignment"])
 def test_every_property_has_a_description_and_a_type(schema: dict[str, Any]) -> None:
     nodes = all_schema_nodes(schema)
     assert len(nodes) > 10
@@ -345,7 +382,8 @@ def test_every_property_has_a_description_and_a_type(schema: dict[str, Any]) -> 
 
 
 @pytest.mark.parametrize(("name", "kind", "short"), [("templates", "Template", "tpl"),
-                                                     ("userlands", "Userland", "ul")])
+                                                     ("userlands", "Userland", "ul"),
+                                                     ("assignments", "Assignment", "asg")])
 def test_crd_identity(name: str, kind: str, short: str) -> None:
     crd = load_crd(name)
     assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
@@ -371,8 +409,23 @@ READY = '.status.conditions[?(@.type=="Ready")].status'
     ("templates", [("Display Name", ".spec.displayName"), ("Port", ".spec.port"),
                    ("Userlands", ".status.userlands"), ("Valid", READY),
                    ("Age", ".metadata.creationTimestamp")]),
+    ("assignments", [("Title", ".spec.title"), ("Due", ".spec.due"), ("Handed out", ".status.handedOut"),
+                     ("Collected", ".status.collected"), ("Phase", ".status.phase"),
+                     ("Age", ".metadata.creationTimestamp")]),
 ])
 def test_printer_columns(name: str, columns: list[tuple[str, str]]) -> None:
     printed = version(load_crd(name))["additionalPrinterColumns"]
     default_columns = [(c["name"], c["jsonPath"]) for c in printed if not c.get("priority")]
     assert default_columns == columns
+
+
+def test_assignment_patterns_are_the_naming_ones() -> None:
+    assert at(ASSIGNMENT, "spec.templates.[]")["pattern"] == naming.DNS_LABEL_PATTERN
+    assert at(ASSIGNMENT, "spec.students.[]")["pattern"] == naming.LOGIN_PATTERN
+    assert at(ASSIGNMENT, "spec.students.[]")["maxLength"] == naming.LOGIN_MAX
+    assert at(ASSIGNMENT, "spec.title")["maxLength"] == assignments.TITLE_MAX
+    assert at(ASSIGNMENT, "spec.path")["maxLength"] == assignments.PATH_MAX
+    assert at(ASSIGNMENT, "spec.grades.{}.grade")["maxLength"] == assignments.GRADE_MAX
+    assert at(ASSIGNMENT, "spec.grades.{}.comment")["maxLength"] == assignments.COMMENT_MAX
+    assert at(ASSIGNMENT, "spec.students")["maxItems"] == assignments.STUDENTS_MAX
+    assert at(ASSIGNMENT, "spec.templates")["maxItems"] == assignments.TEMPLATES_MAX

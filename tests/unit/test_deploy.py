@@ -62,9 +62,9 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None:
     kinds = Counter(d["kind"] for d in rendered)
     assert kinds == Counter({
-        "Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 4,
-        "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Deployment": 4,
-        "Service": 5, "NetworkPolicy": 5,
+        "Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 4, "ClusterRole": 4,
+        "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Deployment": 5,
+        "Service": 6, "NetworkPolicy": 6, "PersistentVolumeClaim": 1,
     })
     # No Secret with placeholder values that could be deployed by mistake.
     assert "Secret" not in kinds
@@ -86,7 +86,8 @@ def test_everything_namespaced_is_in_userland_system(rendered: list[dict[str, An
 def test_the_crds_are_the_files_in_deploy_crds(rendered: list[dict[str, Any]]) -> None:
     # The control plane fixture applies every deploy/crds/*.yaml as a CRD: nothing else there.
     files = sorted((DEPLOY / "crds").iterdir())
-    assert [f.name for f in files] == ["templates.userland.dev.yaml", "userlands.userland.dev.yaml"]
+    assert [f.name for f in files] == ["assignments.userland.dev.yaml", "templates.userland.dev.yaml",
+                                       "userlands.userland.dev.yaml"]
     for f in files:
         assert yaml.safe_load(f.read_text()) in [d for d in rendered
                                                  if d["kind"] == "CustomResourceDefinition"]
@@ -107,7 +108,7 @@ def test_gateway_pods_carry_the_label_the_operator_admits(rendered: list[dict[st
 
 
 @pytest.mark.parametrize("name", ["userland-operator", "userland-gateway", "userland-web",
-                                  "userland-redis"])
+                                  "userland-redis", "userland-store"])
 def test_every_container_is_locked_down_and_sized(rendered: list[dict[str, Any]], name: str) -> None:
     deployment = find(rendered, "Deployment", name)
     pod = deployment["spec"]["template"]["spec"]
@@ -136,6 +137,7 @@ COMPONENTS = [
     ("userland-operator", 2, "operator", 8081, "livenessProbe"),
     ("userland-gateway", 2, "gateway", 8081, "readinessProbe"),  # its internal listener
     ("userland-web", 2, "web", 8080, "readinessProbe"),
+    ("userland-store", 1, "store", 8080, "readinessProbe"),
 ]
 
 
@@ -156,7 +158,7 @@ def test_components(rendered: list[dict[str, Any]], name: str, replicas: int, co
 
 
 @pytest.mark.parametrize(("name", "port"), [("userland-operator", 8081), ("userland-gateway", 8000),
-                                           ("userland-web", 8080)])
+                                           ("userland-web", 8080), ("userland-store", 8080)])
 def test_args_parse_with_the_real_command_line(rendered: list[dict[str, Any]], name: str,
                                                port: int) -> None:
     (container,) = containers(find(rendered, "Deployment", name))
@@ -231,14 +233,16 @@ SECRET_KEYS = {
     "USERLAND_GITHUB_CLIENT_ID": "github-client-id",
     "USERLAND_GITHUB_CLIENT_SECRET": "github-client-secret",
     "USERLAND_IDENTITY_SECRET": "identity-secret",
+    "USERLAND_STORE_SECRET": "store-secret",
 }
 
 
 @pytest.mark.parametrize(("name", "secrets"), [
-    ("userland-gateway", set(SECRET_KEYS)),
-    ("userland-web", {"USERLAND_IDENTITY_SECRET"}),
-    ("userland-operator", set()),
+    ("userland-gateway", set(SECRET_KEYS) - {"USERLAND_STORE_SECRET"}),
+    ("userland-web", {"USERLAND_IDENTITY_SECRET", "USERLAND_STORE_SECRET"}),
+    ("userland-operator", {"USERLAND_STORE_SECRET"}),
     ("userland-redis", set()),
+    ("userland-store", {"USERLAND_STORE_SECRET"}),
 ])
 def test_secrets_come_from_userland_secrets(rendered: list[dict[str, Any]], name: str,
                                             secrets: set[str]) -> None:
@@ -288,7 +292,7 @@ def test_network_policies(rendered: list[dict[str, Any]]) -> None:
 
 def test_rbac_renders_alone() -> None:
     kinds = Counter(d["kind"] for d in kustomize(DEPLOY / "rbac"))
-    assert kinds == Counter({"ServiceAccount": 3, "ClusterRole": 4, "ClusterRoleBinding": 3,
+    assert kinds == Counter({"ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 3,
                              "Role": 1, "RoleBinding": 1})
 
 
@@ -374,5 +378,10 @@ def test_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
     assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"
     # Every folder pyproject maps to a userland.* package is copied into the build.
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    # ... and is part of the hash make test-cluster tags the image with (a change rebuilds it).
+    (sources,) = re.findall(r"^sources=\(([^)]*)\)", (REPO / "scripts" / "node-images.sh").read_text(), re.M)
     for folder in pyproject["tool"]["setuptools"]["package-dir"].values():
         assert re.search(rf"^COPY {folder}/ {folder}/$", dockerfile, re.M), folder
+        assert folder in sources.split(), folder
+    # The assignment store fetches with git.
+    assert re.search(r"apt-get install -y --no-install-recommends git\b", dockerfile)

@@ -359,3 +359,16 @@ def test_with_a_mount_table_of_its_own_a_home_volume_keeps_its_path() -> None:
                 "base_env": {"PATH": "/apps/bin:/usr/bin"}, "which": which, **kwargs}
         other = plan_pod(pod(shell, volumes=volumes), **args).containers[0]  # type: ignore[arg-type]
         assert other.binds == () and other.argv[1] == f"{home}/work" and other.workdir == home
+
+
+def test_a_pod_that_ran_to_completion_reports_its_phase() -> None:
+    done = ContainerState("work", "img", state="terminated", reason="Completed", exit_code=0)
+    failed = ContainerState("work", "img", state="terminated", reason="Error", exit_code=3)
+    for state, finished, deadline in ((done, "Succeeded", False), (failed, "Failed", False),
+                                      (failed, "Failed", True)):
+        status = pod_status(address=ADDRESS, start_time="T0", since="T1", unrunnable=None, init_states=[],
+                            states=[state], initialized=True, finished=finished, deadline_exceeded=deadline)
+        assert status["phase"] == finished
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "PodCompleted") and "message" not in ready
+        assert status.get("reason") == ("DeadlineExceeded" if deadline else None)

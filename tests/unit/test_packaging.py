@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TOP_LEVEL = ["platform", "operator", "auth", "proxy", "web", "cli", "local"]
+TOP_LEVEL = ["platform", "operator", "auth", "proxy", "web", "cli", "local", "coursework"]
 
 
 def test_top_level_folders_have_no_init() -> None:

@@ -154,6 +154,9 @@ NON_DEFAULTS: dict[str, object] = {
     "keepalive_timeout_seconds": 9.0, "max_connections_per_client": 0, "max_websockets_per_user": 8,
     "login_rate_per_minute": 30, "trusted_proxies": ("10.0.0.0/8",), "activity_redis_seconds": 5.0,
     "activity_api_seconds": 20.0, "max_streams_per_user": 2,
+    "store_url": "http://store:8080", "store_secret": "s" * 40, "worker_image": "registry/userland:1",
+    "store_pod_labels": (("app", "store"),), "assignment_batch": 5, "collect_lead_seconds": 30.0,
+    "source_max_files": 100, "source_max_mb": 10, "folder_max_files": 200, "folder_max_mb": 20,
 }
 
 

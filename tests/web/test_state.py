@@ -118,7 +118,7 @@ async def test_a_course_the_web_ui_may_not_read_is_not_set_up_and_breaks_nothing
     await _ensure(kube, CLUSTER_ROLES, {"metadata": {"name": "userland-test-web-reader"}, "rules": [
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}]})
     await _ensure(kube, CLUSTER_ROLES, {"metadata": {"name": "userland-test-course-reader"}, "rules": [
-        {"apiGroups": ["userland.dev"], "resources": ["userlands", "templates"],
+        {"apiGroups": ["userland.dev"], "resources": ["userlands", "templates", "assignments"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]}]})

@@ -50,7 +50,8 @@ async def web_kube(web_rbac: ControlPlane, tmp_path: Path) -> AsyncIterator[Kube
 @pytest.fixture
 def web_ui(aiohttp_client: Any, kube: KubeClient, web_kube: KubeClient, namespace: str,
            pages_redis: redis.asyncio.Redis) -> AppFactory:
-    """`await web_ui()` -> `as_user(login, role)`; keyword args: `kube=`, `redis_client=`.
+    """`await web_ui()` -> `as_user(login, role)`; keyword args: `kube=`, `redis_client=`,
+    `settings_extra=` (more settings, such as the assignment store's).
 
     The app talks as the web UI's ServiceAccount unless `kube=` says otherwise; when the test's
     namespace is a bound course, this waits until the API server lets the ServiceAccount in.
@@ -60,7 +61,8 @@ def web_ui(aiohttp_client: Any, kube: KubeClient, web_kube: KubeClient, namespac
         client_kube = kwargs.get("kube", web_kube)
         if client_kube is web_kube and (await kube.list(ROLEBINDINGS, namespace))["items"]:
             await wait_for_access(web_kube, namespace)
-        app = create_app(settings(), kube=client_kube, redis_client=kwargs.get("redis_client", pages_redis))
+        app = create_app(settings(**kwargs.get("settings_extra", {})), kube=client_kube,
+                         redis_client=kwargs.get("redis_client", pages_redis))
         client = await aiohttp_client(app)
 
         def as_user(login: str, role: str = "student") -> Browserless:

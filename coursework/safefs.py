@@ -1,0 +1,272 @@
+"""Reading and writing inside a student's folder without ever following a link they made.
+
+A worker Pod mounts several students' volumes side by side and runs as the Template's user, the
+same for all of them; a link in alice's folder that points at `/work/s1/...` (bob's volume in
+that Pod) or at `/etc` must never be followed, or her hand-out would write into bob's folder and
+her copy would carry his files (SECURITY.md, "Assignments"). So every path is walked one
+component at a time from the volume's root, each folder opened with O_NOFOLLOW|O_DIRECTORY
+relative to the one before (the `*at` system calls); a link or a file where a folder should be
+stops the walk (`Blocked`). Files are opened with O_NOFOLLOW|O_NONBLOCK (a pipe a student left
+cannot hang the worker) and checked to be regular files before a byte is read. Writes go to a
+temporary file in the same folder and are renamed over the target, after checking the target
+is still what the hand-out's plan saw, so a student never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from userland.coursework.merge import Present
+
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+CHUNK = 1024 * 1024
+TEMP_PREFIX = ".userland-tmp-"
+
+
+class Blocked(Exception):
+    """Something that is not a folder (a link, a file) stands where a folder is needed."""
+
+
+class Changed(Exception):
+    """The target changed between the plan and the write: it is left as it is now."""
+
+
+def file_digest(fd: int) -> str:
+    hasher = hashlib.sha256()
+    while chunk := os.read(fd, CHUNK):
+        hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "other"
+
+
+@dataclass(frozen=True)
+class FoundFile:
+    """A regular file met while walking a folder (open: the caller reads and closes it)."""
+
+    path: str
+    fd: int
+    size: int
+    mode: int
+    mtime: float
+
+
+class Folder:
+    """A folder inside a volume, opened safely; paths below it are relative ("a/b.py")."""
+
+    def __init__(self, fd: int) -> None:
+        self._dirs: dict[str, int] = {"": fd}
+
+    @classmethod
+    def open(cls, volume: str, path: str, *, create: bool = False) -> Folder:
+        """`volume` is the mount point (ours, trusted); `path` is walked component by component."""
+        root = os.open(volume, O_DIR)
+        folder = cls(root)
+        try:
+            fd = folder.dir_fd(path, create=create)
+        except BaseException:
+            folder.close()
+            raise
+        inner = cls(os.dup(fd))
+        folder.close()
+        return inner
+
+    def close(self) -> None:
+        for fd in self._dirs.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._dirs.clear()
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def dir_fd(self, rel: str, *, create: bool = False) -> int:
+        """The folder at `rel`, opened without following links; FileNotFoundError when it (or a
+        folder above it) is missing and `create` is false; Blocked when something else is there."""
+        if rel in self._dirs:
+            return self._dirs[rel]
+        parent, _, name = rel.rpartition("/")
+        parent_fd = self.dir_fd(parent, create=create)
+        try:
+            fd = os.open(name, O_DIR, dir_fd=parent_fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            fd = self._open_dir(name, parent_fd, rel)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise Blocked(rel) from None
+            raise
+        self._dirs[rel] = fd
+        return fd
+
+    @staticmethod
+    def _open_dir(name: str, parent_fd: int, rel: str) -> int:
+        try:
+            return os.open(name, O_DIR, dir_fd=parent_fd)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise Blocked(rel) from None
+            raise
+
+    def _parent(self, path: str) -> tuple[int, str] | None:
+        parent, _, name = path.rpartition("/")
+        try:
+            return self.dir_fd(parent), name
+        except (FileNotFoundError, Blocked):
+            return None
+
+    def describe(self, path: str) -> Present | None:
+        """What is at `path` (None: nothing, or a folder above it is missing or not a folder)."""
+        found = self._parent(path)
+        if found is None:
+            return None
+        return self._describe_in(*found)
+
+    @staticmethod
+    def _describe_in(parent_fd: int, name: str) -> Present | None:
+        try:
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        kind = _kind(info.st_mode)
+        if kind != "file":
+            return Present(kind)  # type: ignore[arg-type]
+        try:
+            fd = os.open(name, O_READ, dir_fd=parent_fd)
+        except OSError:
+            return Present("other")  # unreadable (raced into a link, or no permission)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return Present("other")
+            return Present("file", file_digest(fd))
+        finally:
+            os.close(fd)
+
+    def read_bytes(self, path: str, limit: int) -> bytes | None:
+        """A regular file's bytes (at most `limit`; None if it is not one or is larger)."""
+        found = self._parent(path)
+        if found is None:
+            return None
+        try:
+            fd = os.open(found[1], O_READ, dir_fd=found[0])
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                return None
+            return os.read(fd, limit + 1)[:limit]
+        finally:
+            os.close(fd)
+
+    def write_file(self, path: str, source: BinaryIO, *, executable: bool = False,
+                   expect: Present | None = None, size: int = -1) -> None:
+        """Put `source`'s bytes at `path` (its folders made), replacing what is there only if it is
+        still `expect` (None: nothing may be there). Raises Blocked, Changed, or OSError (a full
+        volume: ENOSPC), leaving no temporary file behind."""
+        parent, _, name = path.rpartition("/")
+        parent_fd = self.dir_fd(parent, create=True)
+        temp = TEMP_PREFIX + secrets.token_hex(6)
+        fd = os.open(temp, O_NEW, 0o600, dir_fd=parent_fd)
+        try:
+            try:
+                written = 0
+                while chunk := source.read(CHUNK):
+                    view = memoryview(chunk)
+                    while view:
+                        done = os.write(fd, view)
+                        view = view[done:]
+                        written += done
+                if size >= 0 and written != size:
+                    raise OSError(errno.EIO, f"wrote {written} of {size} bytes")
+                os.fchmod(fd, 0o755 if executable else 0o644)
+            finally:
+                os.close(fd)
+            if self._describe_in(parent_fd, name) != expect:
+                raise Changed(path)
+            os.rename(temp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=parent_fd)
+            raise
+
+    def remove_file(self, path: str, *, expect: Present) -> None:
+        """Remove the file at `path` if it is still `expect` (else Changed)."""
+        found = self._parent(path)
+        if found is None:
+            return
+        parent_fd, name = found
+        if self._describe_in(parent_fd, name) != expect:
+            raise Changed(path)
+        os.unlink(name, dir_fd=parent_fd)
+
+    def files(self, *, skip_top: frozenset[str] = frozenset(), skip_names: frozenset[str] = frozenset(),
+              skipped: list[str] | None = None) -> Iterator[FoundFile]:
+        """Every regular file below, depth first in name order, each open (the caller closes it).
+        Links, pipes and other special files are never opened; their paths go to `skipped`."""
+        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped)
+
+    def _walk(self, fd: int, prefix: str, skip_top: frozenset[str], skip_names: frozenset[str],
+              skipped: list[str] | None) -> Iterator[FoundFile]:
+        with os.scandir(fd) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            if (not prefix and entry.name in skip_top) or entry.name in skip_names \
+                    or entry.name.startswith(TEMP_PREFIX):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                try:
+                    child = os.open(entry.name, O_DIR, dir_fd=fd)
+                except OSError:
+                    if skipped is not None:
+                        skipped.append(rel + "/")
+                    continue
+                try:
+                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped)
+                finally:
+                    os.close(child)
+            elif stat.S_ISREG(info.st_mode):
+                try:
+                    file_fd = os.open(entry.name, O_READ, dir_fd=fd)
+                except OSError:
+                    if skipped is not None:
+                        skipped.append(rel)
+                    continue
+                opened = os.fstat(file_fd)
+                if not stat.S_ISREG(opened.st_mode):
+                    os.close(file_fd)
+                    if skipped is not None:
+                        skipped.append(rel)
+                    continue
+                yield FoundFile(rel, file_fd, opened.st_size, opened.st_mode, opened.st_mtime)
+            elif skipped is not None:
+                skipped.append(rel)

@@ -1,0 +1,4 @@
+"""Make this print your own name, then run it: python3 hello.py"""
+
+name = "world"
+print(f"Hello, {name}!")
