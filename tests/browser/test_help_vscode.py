@@ -19,35 +19,22 @@ import contextlib
 import re
 import time
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, WebSocket, expect
 
-from tests.browser.test_real_apps import Local, local, open_terminal
 from tests.support import eventually
+from tests.support.real_apps import Local, apps_installed, open_terminal, sign_in_to_the_platform
 from userland.platform.kube import NAMESPACES, KubeClient
 
-__all__ = ["local"]  # the fixture, used by name below
-
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    not apps_installed(), reason="the real apps are not installed: run `make local-apps` (make test does)")]
 COURSE = "classroom"
 
 
 def platform(local: Local) -> str:
     return f"http://localhost:{local.port}"
-
-
-async def sign_in_to(context: BrowserContext, local: Local, path: str, login: str) -> Page:
-    """Sign in with the development login and land on the platform's `path`."""
-    target = f"{platform(local)}{path}"
-    page = await context.new_page()
-    await page.goto(f"{platform(local)}/auth/login?next={quote(target, safe='')}")
-    await page.get_by_label(re.compile("name", re.I)).first.fill(login)
-    await page.get_by_role("button", name=re.compile("sign in", re.I)).click()
-    await page.wait_for_url(target)
-    return page
 
 
 async def with_cookies_of(context: BrowserContext, local: Local, url: str) -> int:
@@ -77,11 +64,11 @@ async def test_tina_helps_alice_in_vs_code_and_alice_ends_it(browser: Browser, l
             await kube.merge_patch(NAMESPACES, None, COURSE, {"metadata": {"annotations": {
                 "userland.dev/assistants": "tina"}}})
             # alice, in her own browser: signed in, and asking.
-            await sign_in_to(alice, local, "/me", "alice")
+            await sign_in_to_the_platform(alice, f"{platform(local)}/me", "alice")
             me = await ask_for_help(alice, local, "my loop never ends")
 
             # tina: the class dashboard's help queue, live; Join; alice's VS Code, as tina.
-            board = await sign_in_to(tina, local, f"/courses/{COURSE}", "tina")
+            board = await sign_in_to_the_platform(tina, f"{platform(local)}/courses/{COURSE}", "tina")
             waiting = board.locator('#help li[data-student="alice"]')
             await expect(waiting).to_contain_text("my loop never ends", timeout=30_000)
             assert await board.locator('#help li[data-student="bob"]').count() == 0  # bob did not ask
@@ -157,7 +144,7 @@ async def test_tina_helps_alice_in_vs_code_and_alice_ends_it(browser: Browser, l
             assert "This is bob" in (await bob.content()).replace("&#39;", "'")
 
             # An instructor opens a student's environment unasked only once the course allows it.
-            board = await sign_in_to(teacher, local, f"/courses/{COURSE}", "teacher")
+            board = await sign_in_to_the_platform(teacher, f"{platform(local)}/courses/{COURSE}", "teacher")
             await board.locator("#students").wait_for()
             assert await board.get_by_role("button", name=re.compile("Open as staff")).count() == 0
             await kube.merge_patch(NAMESPACES, None, COURSE, {"metadata": {"annotations": {
