@@ -78,6 +78,7 @@ bench: deps venv control-plane
 	$(PY) bench/gateway_bench.py
 	$(PY) bench/web_roster_bench.py
 	$(PY) bench/activity_bench.py
+	$(PY) bench/help_bench.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache .run

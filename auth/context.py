@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import redis.exceptions
 from aiohttp import web
 
 from userland.auth import pages
@@ -23,7 +24,15 @@ from userland.auth.oauth_state import OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import SESSION_COOKIE_BASE, CookieNames, cookie_names, port_suffix, student_origin
 from userland.auth.redirects import safe_next
-from userland.platform.sessions import Session, SessionStore, SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.grant_store import GrantStore
+from userland.platform.grants import Grant
+from userland.platform.sessions import (
+    Session,
+    SessionStore,
+    SessionStoreBusy,
+    SessionStoreUnavailable,
+    store_error,
+)
 from userland.platform.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,6 +60,23 @@ class AuthContext:
     # sign-ins by outcome, and refusals by reason (proxy/metrics.py REFUSALS).
     sign_ins: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)
+    # Help grants (platform/grants.py), and the courses (namespaces) whose Templates a host
+    # serves (the gateway's routing table): a member of staff's handoff to a student's origin.
+    grants: GrantStore | None = None
+    host_namespaces: Callable[[str], tuple[str, ...]] = lambda _host: ()
+
+    async def staff_grant(self, owner: str, staff: str, template_host: str) -> Grant | None:
+        """A live grant letting `staff` into `owner`'s environments served on `template_host`."""
+        if self.grants is None:
+            return None
+        try:
+            for course in self.host_namespaces(template_host):
+                grant = await self.grants.live_for(course, owner, staff)
+                if grant is not None:
+                    return grant
+        except redis.exceptions.RedisError as exc:
+            raise store_error(exc) from exc  # fail closed: the handoff answers 503
+        return None
 
     @property
     def cookies(self) -> CookieNames:

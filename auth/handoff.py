@@ -4,7 +4,9 @@
 the browser here (the gateway does, on a navigation). Signed out: on to `/auth/login`, which
 comes back here. Signed in: `origin` must be the student's own origin, or a Template host (the
 bare `ide.example.edu` means "my origin there"); someone else's origin is a 403 page that links
-to the student's own. Then a single-use code (auth/origin_sessions.py) and a redirect to
+to the student's own, unless a live help grant lets the signed-in member of staff into that
+student's environments (platform/grants.py): then the code is for the student's origin and bound
+to the grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
 `<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
 A session that asks for more codes a minute than a browser would gets a 429 page instead.
 A GET is enough: the code only ever goes to the signed-in student's own origin.
@@ -69,15 +71,21 @@ async def handoff(request: web.Request) -> web.StreamResponse:
         return redirect("/auth/login?" + urlencode({"next": back}))
     login = session.login.lower()
     own = auth.own_origin(login, template_host)
+    grant_id: str | None = None
     if owner is not None and owner != login:
-        # Staff meet this page too, from a student's address on the class dashboard.
-        return pages.render("message.html", status=403, title=f"This is {owner}'s environment",
-                            message=f"Only {owner} can open it; you are signed in as {login}. A teacher "
-                                    f"can give {owner} this address. If you are a student, yours is at "
-                                    f"{own}/.",
-                            link_url=own + "/", link_text="Open your own environment")
+        grant = await auth.staff_grant(owner, login, template_host)
+        if grant is None:
+            # Staff meet this page too, from a student's address on the class dashboard.
+            return pages.render("message.html", status=403, title=f"This is {owner}'s environment",
+                                message=f"Only {owner} can open it; you are signed in as {login}. Course "
+                                        f"staff can open it while helping {owner}, after {owner} asks for "
+                                        f"help. If you are a student, yours is at {own}/.",
+                                link_url=own + "/", link_text="Open your own environment")
+        own, grant_id = auth.own_origin(owner, template_host), grant.id
+        log.info("handoff for staff", extra={"event": "handoff.staff", "login": login, "owner": owner,
+                                             "course": grant.course})
     try:
-        code = await auth.origin_sessions.issue_code(cookie_id, own, next_path)
+        code = await auth.origin_sessions.issue_code(cookie_id, own, next_path, grant=grant_id)
     except TooManyHandoffs:
         auth.refusals["handoff_rate"] += 1
         log.info("handoff refused: too many codes", extra={"event": "handoff.rate_limited",

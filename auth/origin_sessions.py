@@ -15,6 +15,11 @@ session through a handoff, the way JupyterHub's single-user servers are OAuth cl
 - `load`: one Lua script reads the origin session *and* its parent platform session in one round
   trip, so an origin session is valid only while the platform session that made it is: a
   sign-out (or expiry) of the platform session ends every origin at once, whatever else fails.
+A member of staff let into a student's environment by a help grant (platform/grants.py) gets an
+origin session on the student's origin bound to that grant: the code carries the grant's key,
+`redeem` refuses it once the grant has ended and adds the new session to the grant's set (which
+ending the grant announces on `INVALIDATION_CHANNEL`), and `load` reads the grant in the same
+round trip: a session whose grant has ended loads as `grant_ended`, never as access.
 `end_all` deletes a platform session's origin sessions (sign-out deletes them server side too)
 and announces each on `INVALIDATION_CHANNEL` for the gateways' lookup caches.
 A sign-out chain records the origins a signed-out browser visits to clear their data, so only
@@ -34,6 +39,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
+from userland.platform.grants import GRANT_PREFIX, Grant, decode_grant, grant_key, sessions_key
 from userland.platform.sessions import SESSION_KEY_PREFIX, Session, decode_session, store_error
 
 HANDOFF_TTL_SECONDS = 60
@@ -53,8 +59,10 @@ SIGNOUT_PREFIX = "userland:signout:"
 INVALIDATION_CHANNEL = "userland:session-invalidations"
 _MAX_TOKEN = 128
 
-# KEYS[1]: the origin session. Returns {origin session, parent session} or false. The parent's key
-# must be a session key: a record can never make the script read another kind of key.
+# KEYS[1]: the origin session. Returns {origin session, parent session} or false; for a session
+# bound to a help grant, a third element: the live grant, or "" once it has ended. The parent's
+# and the grant's keys must be keys of their kind: a record can never make the script read
+# another kind of key.
 _LOAD = f"""
 local raw = redis.call('GET', KEYS[1])
 if not raw then return false end
@@ -63,7 +71,11 @@ if not ok or type(record) ~= 'table' or type(record.parent) ~= 'string' then ret
 if string.sub(record.parent, 1, {len(SESSION_KEY_PREFIX)}) ~= '{SESSION_KEY_PREFIX}' then return false end
 local parent = redis.call('GET', record.parent)
 if not parent then return false end
-return {{raw, parent}}
+if record.grant == nil or record.grant == cjson.null then return {{raw, parent}} end
+if type(record.grant) ~= 'string' or string.sub(record.grant, 1, {len(GRANT_PREFIX)}) ~= '{GRANT_PREFIX}' then
+  return false
+end
+return {{raw, parent, redis.call('GET', record.grant) or ''}}
 """
 
 # KEYS[1]: the session's code count, KEYS[2]: the new code; ARGV: the code's record, the TTL of
@@ -77,10 +89,19 @@ return 1
 """
 
 # KEYS[1]: the parent platform session, KEYS[2]: the new origin session, KEYS[3]: the parent's
-# index (origin -> key); ARGV: the record, its TTL, the origin. Nothing is written when the
-# parent is gone (signed out meanwhile); the origin's previous session, if any, is deleted.
+# index (origin -> key), and for a staff member's session KEYS[4]: the grant, KEYS[5]: its set of
+# sessions; ARGV: the record, its TTL, the origin, the new session's digest. Nothing is written
+# when the parent is gone (signed out meanwhile) or the grant has ended; the origin's previous
+# session, if any, is deleted.
 _REDEEM = f"""
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local grant_ttl = 0
+if #KEYS >= 5 then
+  grant_ttl = redis.call('PTTL', KEYS[4])
+  if grant_ttl <= 0 then return false end
+  redis.call('SADD', KEYS[5], ARGV[4])
+  redis.call('PEXPIRE', KEYS[5], grant_ttl + 60000)
+end
 local old = redis.call('HGET', KEYS[3], ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[3], KEYS[2])
@@ -106,11 +127,19 @@ class TooManyHandoffs(Exception):
 
 @dataclass(frozen=True)
 class OriginSession:
-    """A student origin's session: the platform session it came from, bound to one origin."""
+    """A student origin's session: the platform session it came from, bound to one origin (and,
+    for a member of staff, to the help grant that let them in)."""
 
     session: Session
     origin: str
     csrf: str  # this origin's own form token (never the platform session's)
+    # Bound to a help grant: the grant while it is live; None once it has ended (`grant_ended`).
+    grant_bound: bool = False
+    grant: Grant | None = None
+
+    @property
+    def grant_ended(self) -> bool:
+        return self.grant_bound and self.grant is None
 
     @property
     def login(self) -> str:
@@ -151,11 +180,15 @@ class OriginSessions:
 
     # -- handoff
 
-    async def issue_code(self, platform_cookie: str, origin: str, next_path: str) -> str:
-        """A new code for `origin`; TooManyHandoffs when this session is over its limit."""
+    async def issue_code(self, platform_cookie: str, origin: str, next_path: str,
+                         grant: str | None = None) -> str:
+        """A new code for `origin` (for a member of staff: bound to the help grant with id
+        `grant`); TooManyHandoffs when this session is over its limit."""
         code = secrets.token_urlsafe(32)
         session_digest = _digest(platform_cookie)
         record = {"parent": SESSION_KEY_PREFIX + session_digest, "origin": origin, "next": next_path}
+        if grant is not None:
+            record["grant"] = grant_key(grant)
         stored = await self._call(self._issue(
             keys=[CODE_COUNT_PREFIX + session_digest, CODE_PREFIX + _digest(code)],
             args=[json.dumps(record), HANDOFF_TTL_SECONDS, HANDOFF_CODES_PER_MINUTE]))
@@ -173,20 +206,26 @@ class OriginSessions:
         try:
             record = json.loads(raw)
             parent, bound, next_path = str(record["parent"]), str(record["origin"]), str(record["next"])
+            grant = record.get("grant")
         except (ValueError, TypeError, KeyError):
             return None
         if bound != origin or not parent.startswith(SESSION_KEY_PREFIX):
             return None
+        if grant is not None and (not isinstance(grant, str) or not grant.startswith(GRANT_PREFIX)):
+            return None
         cookie_id = secrets.token_urlsafe(32)
-        key = ORIGIN_PREFIX + _digest(cookie_id)
-        value = json.dumps({"parent": parent, "origin": origin, "csrf": secrets.token_urlsafe(32)})
-        origins_of = ORIGINS_OF_PREFIX + parent.removeprefix(SESSION_KEY_PREFIX)
+        digest = _digest(cookie_id)
+        key = ORIGIN_PREFIX + digest
+        fields = {"parent": parent, "origin": origin, "csrf": secrets.token_urlsafe(32)}
+        keys = [parent, key, ORIGINS_OF_PREFIX + parent.removeprefix(SESSION_KEY_PREFIX)]
+        if grant is not None:
+            fields["grant"] = grant
+            keys += [grant, sessions_key(grant.removeprefix(GRANT_PREFIX))]
         # A replaced session is not announced on the invalidation channel: it is this browser's
         # previous cookie for the origin (the new one replaces it there), and announcing it would
         # cut a WebSocket a second tab opened with it a moment ago. Caches forget it within 1 s.
-        done = await self._call(self._redeem(keys=[parent, key, origins_of],
-                                             args=[value, self._ttl, origin]))
-        if not done:  # signed out meanwhile
+        done = await self._call(self._redeem(keys=keys, args=[json.dumps(fields), self._ttl, origin, digest]))
+        if not done:  # signed out meanwhile, or the grant has ended
             return None
         return cookie_id, next_path
 
@@ -204,7 +243,15 @@ class OriginSessions:
         except (ValueError, TypeError, KeyError):
             return None
         session = decode_session(found[1])
-        return None if session is None else OriginSession(session=session, origin=origin, csrf=csrf)
+        if session is None:
+            return None
+        if len(found) < 3:
+            return OriginSession(session=session, origin=origin, csrf=csrf)
+        grant = decode_grant(found[2] or None)
+        if grant is not None and (grant.staff != session.login.lower()
+                                  or grant_key(grant.id) != record.get("grant")):
+            grant = None  # never someone else's grant: treated as ended
+        return OriginSession(session=session, origin=origin, csrf=csrf, grant_bound=True, grant=grant)
 
     # -- sign-out
 

@@ -26,6 +26,7 @@ from userland.auth.origin_sessions import OriginSessions
 from userland.auth.origins import PLATFORM_COOKIES
 from userland.auth.pages import busy_page, unavailable_page
 from userland.platform.addresses import client_address
+from userland.platform.grant_store import GrantStore
 from userland.platform.sessions import SessionStore, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 
@@ -79,17 +80,24 @@ def _no_hosts() -> set[str]:
     return set()
 
 
+def _no_namespaces(_host: str) -> tuple[str, ...]:
+    return ()
+
+
 def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio.Redis,
                store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts,
+               host_namespaces: Callable[[str], tuple[str, ...]] = _no_namespaces,
                forward_auth: bool = True) -> AuthContext:
     """Add the auth routes to `app`, and its own GitHub HTTP client to `app.cleanup_ctx`.
-    `template_hosts()`: the hosts Template routes own now (the gateway's routing table).
+    `template_hosts()`: the hosts Template routes own now (the gateway's routing table);
+    `host_namespaces(host)`: the courses whose Templates a host serves (for help grants).
     `forward_auth=False` leaves `/auth/verify` out (the gateway serves it on its internal
     listener only: `session_routes.verify`)."""
     auth = AuthContext(settings=settings, store=store, states=OAuthStateStore(redis),
                        bindings=LoginBindings(redis),
                        origin_sessions=OriginSessions(redis, settings.session_ttl_seconds),
-                       template_hosts=template_hosts)
+                       template_hosts=template_hosts, grants=GrantStore(redis),
+                       host_namespaces=host_namespaces)
     app[AUTH] = auth
     app[LOGIN_RATE] = LoginRateLimiter(redis, settings.login_rate_per_minute)
 

@@ -2,8 +2,8 @@
 
 One fresh control plane; one course with 500 students x 2 Templates = 1,000 Userlands created
 directly (no operator: statuses are written as the operator would, a mix of phases), then the
-real `userland web` process (its own watches) is started and measured over HTTP with signed
-identity headers, as the gateway would call it:
+real `userland web` process (its own watches; a real Redis, empty, for the help card) is
+started and measured over HTTP with signed identity headers, as the gateway would call it:
   render      GET /courses/<ns> (page 1 of 10; sorted by login, then by status; a search; a
               Status filter, which picks environments), p50/p99;
               every row comes from the watch cache (no API call per page or row);
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -30,6 +31,7 @@ from typing import Any
 import aiohttp
 
 from userland.local.controlplane import ControlPlane, crd_files, free_port
+from userland.local.redisserver import redis_server
 from userland.platform import identity, naming
 from userland.platform.bodies import userland_body
 from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
@@ -136,11 +138,11 @@ async def sse_latencies(kube: KubeClient, http: aiohttp.ClientSession, base: str
     return latencies
 
 
-def start_web(plane: ControlPlane, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """The real `userland web` process (its RSS is what is measured)."""
+def start_web(plane: ControlPlane, port: int, log: Path, redis_url: str) -> subprocess.Popen[bytes]:
+    """The real `userland web` process (its RSS is what is measured). The dashboard reads its
+    help card (requests for help, grants) from Redis: a real one, empty."""
     env = {**os.environ, "USERLAND_IDENTITY_SECRET": SECRET, "USERLAND_PUBLIC_URL": PUBLIC,
-           "USERLAND_REDIS_URL": "redis://127.0.0.1:1/0",  # the dashboard needs no Redis
-           "USERLAND_INTERNAL_LISTEN": "127.0.0.1:0"}
+           "USERLAND_REDIS_URL": redis_url, "USERLAND_INTERNAL_LISTEN": "127.0.0.1:0"}
     with log.open("wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "userland.cli.main", "web", "--listen",
                                  f"127.0.0.1:{port}", "--kubeconfig", str(plane.kubeconfig)],
@@ -152,6 +154,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     plane = ControlPlane(state_dir=state).start(crd_files())
     results: dict[str, Any] = {"students": args.students, "userlands": args.students * len(TEMPLATES_USED)}
     web: subprocess.Popen[bytes] | None = None
+    stack = contextlib.ExitStack()
     try:
         async with await KubeClient.connect(str(plane.kubeconfig), pool_size=64) as kube:
             start = time.perf_counter()
@@ -159,7 +162,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             took = time.perf_counter() - start
             print(f"created {results['userlands']} Userlands with status in {took:.1f} s", flush=True)
             port = free_port()
-            web = start_web(plane, port, state / "web.log")
+            (state / "redis").mkdir()
+            redis_url = stack.enter_context(redis_server(state / "redis"))
+            web = start_web(plane, port, state / "web.log", redis_url)
             base = f"http://127.0.0.1:{port}"
             async with aiohttp.ClientSession() as http:
                 start = time.perf_counter()
@@ -199,6 +204,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 web.wait(15)
             except subprocess.TimeoutExpired:
                 web.kill()
+        stack.close()
         plane.stop()
     return results
 

@@ -30,6 +30,7 @@ DEFAULT_STUDENTS = ("alice", "bob", "carol")
 # How many of the students (the first ones) also get every shipped Template.
 APP_STUDENTS = 2
 INSTRUCTOR = "teacher"  # named on the course namespace
+ASSISTANT = "tina"  # an assistant of the course: help in the lab (students ask on /me, she joins)
 ADMIN = "admin"  # USERLAND_ADMINS for the gateway
 SHIPPED_TEMPLATES = (
     "deploy/course/template-vscode.yaml",
@@ -58,7 +59,7 @@ def course_metadata() -> JSON:
     return {"metadata": {
         "labels": {"app.kubernetes.io/part-of": "userland", naming.LABEL_COURSE: "true"},
         "annotations": {naming.ANNOTATION_COURSE_TITLE: "Classroom (local)",
-                        naming.ANNOTATION_INSTRUCTORS: INSTRUCTOR, naming.ANNOTATION_ASSISTANTS: ""}}}
+                        naming.ANNOTATION_INSTRUCTORS: INSTRUCTOR, naming.ANNOTATION_ASSISTANTS: ASSISTANT}}}
 
 
 def demo_template() -> JSON:

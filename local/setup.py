@@ -401,7 +401,8 @@ class LocalSetup:
         say(f"              sign in with the {login}")
         say(f"              students with an environment: {students}")
         say(f"  Web UI      {o.public_url}/   sign in as {examples.INSTRUCTOR} (instructor of the course "
-            f"{examples.NAMESPACE}) or {examples.ADMIN} (admin); students see their environments")
+            f"{examples.NAMESPACE}), {examples.ASSISTANT} (its assistant) or {examples.ADMIN} (admin); "
+            "students see their environments and ask for help there")
         label = "Apps"
         for template in self.templates:
             name = template["metadata"]["name"]

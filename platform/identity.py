@@ -4,13 +4,18 @@ The contract (also in docs/identity.md), for every request the gateway forwards 
 signed-in user:
 
     X-User:           <login>                       (lowercase GitHub login)
-    X-User-Role:      admin | instructor | student  (audience `web` only)
+    X-User-Role:      admin | instructor | student  (audience `web`); for `env`, only with
+                      X-User-Owner: the staff member's role in the owner's course
+                      (admin | instructor | assistant)
     X-User-Teams:     org/team,org/team             (audience `web` only; may be empty)
     X-User-Session:   <32 hex characters>           (audience `web` only)
-    X-User-Signature: t=<unix seconds>,aud=<audience>,v3=<hex HMAC-SHA256>
+    X-User-Owner:     <login>                       (audience `env`, staff only: whose
+                      environment this is, when X-User is a member of staff let in by a grant)
+    X-User-Signature: t=<unix seconds>,aud=<audience>,v4=<hex HMAC-SHA256>
 
 The HMAC (key `USERLAND_IDENTITY_SECRET`) covers a version tag, the audience, the timestamp,
-the login, the role, the sorted teams and the session id, one per line. The audience is `web`
+the login, the role, the sorted teams, the session id and the owner, one per line (v3 had no
+owner; v4 came with help grants, docs/identity.md). The audience is `web`
 for the web UI and `env` for students' environments, so a signature an environment receives can
 never be replayed to the web UI; the timestamp makes a signature short-lived: it is accepted
 within `SIGNATURE_SKEW_SECONDS` of the verifier's clock, in the past or in the future.
@@ -36,6 +41,7 @@ USER_HEADER = "X-User"
 ROLE_HEADER = "X-User-Role"
 TEAMS_HEADER = "X-User-Teams"
 SESSION_HEADER = "X-User-Session"
+OWNER_HEADER = "X-User-Owner"
 SIGNATURE_HEADER = "X-User-Signature"
 
 Audience = Literal["web", "env"]
@@ -50,8 +56,8 @@ ROLES = ("admin", "instructor", "student")
 # refused: a captured one is useless after SIGNATURE_SKEW_SECONDS, and one dated ahead by a
 # gateway whose clock runs fast cannot live longer than twice that.
 SIGNATURE_SKEW_SECONDS = 30
-_VERSION = "userland-identity-v3"
-_SIGNATURE_FIELD = "v3"
+_VERSION = "userland-identity-v4"
+_SIGNATURE_FIELD = "v4"
 
 # Exact names and prefixes of headers a client may try to smuggle an identity in (lowercase,
 # `_` as `-`). The gateway strips them all, whatever it sets afterwards.
@@ -72,6 +78,9 @@ class Identity:
     audience: str = AUDIENCE_WEB
     # The gateway session's id (`session_id`); web only: environments never learn it.
     session: str = ""
+    # env only: whose environment this is, when `login` is a member of staff let in by a help
+    # grant (platform/grants.py); `role` is then their role in the course. Empty for the owner.
+    owner: str = ""
 
 
 def session_id(session_key: str, secret: str) -> str:
@@ -84,7 +93,7 @@ def session_id(session_key: str, secret: str) -> str:
 
 def _mac(ident: Identity, timestamp: int, secret: str) -> str:
     message = "\n".join((_VERSION, ident.audience, str(timestamp), ident.login, ident.role,
-                         ",".join(sorted(ident.teams)), ident.session))
+                         ",".join(sorted(ident.teams)), ident.session, ident.owner))
     return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
@@ -95,12 +104,16 @@ def sign(ident: Identity, secret: str, now: float | None = None) -> str:
 
 
 def identity_headers(ident: Identity, secret: str, now: float | None = None) -> list[tuple[str, str]]:
-    """The headers the gateway adds for `ident` (role, teams and session only for the web UI)."""
+    """The headers the gateway adds for `ident` (role, teams and session only for the web UI;
+    owner and role for an environment only when staff are let in by a grant)."""
     headers = [(USER_HEADER, ident.login)]
     if ident.audience == AUDIENCE_WEB:
         headers.append((ROLE_HEADER, ident.role))
         headers.append((TEAMS_HEADER, ",".join(sorted(ident.teams))))
         headers.append((SESSION_HEADER, ident.session))
+    elif ident.owner:
+        headers.append((OWNER_HEADER, ident.owner))
+        headers.append((ROLE_HEADER, ident.role))
     headers.append((SIGNATURE_HEADER, sign(ident, secret, now)))
     return headers
 
@@ -112,6 +125,12 @@ def for_audience(login: str, audience: Audience, role: str = "student",
         return Identity(login=login, role="", teams=(), audience=AUDIENCE_ENV)
     return Identity(login=login, role=role, teams=tuple(sorted(set(teams))), audience=audience,
                     session=session)
+
+
+def for_staff(login: str, owner: str, course_role: str) -> Identity:
+    """What an environment is told of a member of staff let into `owner`'s environment by a help
+    grant: their login, the owner, and their role in the course (env audience)."""
+    return Identity(login=login, role=course_role, teams=(), audience=AUDIENCE_ENV, owner=owner)
 
 
 class IdentityRejected(Exception):
@@ -149,11 +168,13 @@ def verify_identity(headers: Mapping[str, str], secret: str, *, audience: Audien
     if abs(current - timestamp) > SIGNATURE_SKEW_SECONDS:
         raise IdentityRejected("stale signature")
     web = audience == AUDIENCE_WEB
-    role = headers.get(ROLE_HEADER, "") if web else ""
+    owner = "" if web else headers.get(OWNER_HEADER, "")
+    role = headers.get(ROLE_HEADER, "") if web or owner else ""
     teams_text = headers.get(TEAMS_HEADER, "") if web else ""
     teams = tuple(sorted(t for t in teams_text.split(",") if t))
     session = headers.get(SESSION_HEADER, "") if web else ""
-    ident = Identity(login=login, role=role, teams=teams, audience=audience, session=session)
+    ident = Identity(login=login, role=role, teams=teams, audience=audience, session=session,
+                     owner=owner)
     if not hmac.compare_digest(fields.get(_SIGNATURE_FIELD, ""), _mac(ident, timestamp, secret)):
         raise IdentityRejected("bad signature")
     if web and role not in ROLES:

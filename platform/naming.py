@@ -67,6 +67,11 @@ LABEL_COURSE = "userland.dev/course"
 ANNOTATION_COURSE_TITLE = "userland.dev/title"
 ANNOTATION_INSTRUCTORS = "userland.dev/instructors"
 ANNOTATION_ASSISTANTS = "userland.dev/assistants"
+# Help in the lab (platform/grants.py): who may open a student's environment without being asked
+# (`on-request`, the default: nobody; `instructors`: the course's instructors and admins, never
+# assistants), and how long staff access lasts (a duration such as `1h` or `45m`; default 1 h).
+ANNOTATION_STAFF_ACCESS = "userland.dev/staff-access"
+ANNOTATION_HELP_LIMIT = "userland.dev/help-limit"
 # A student's roster details on their Userland (the web UI writes them when adding students),
 # and who added them.
 ANNOTATION_STUDENT_NAME = "userland.dev/name"

@@ -61,6 +61,14 @@ class PoolExhausted(redis.exceptions.ConnectionError):
     Redis itself is fine."""
 
 
+def cancelling() -> bool:
+    """Whether the current task is being cancelled. redis-py can turn the CancelledError it was
+    interrupted with into a connection error: a loop that retries on errors asks this first, and
+    stops instead of retrying for ever while its application's cleanup waits for it."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def anonymous_client(client_key: Callable[[], str] | None) -> None:
     """Mark the Redis work of the current task (an aiohttp request handler) as anonymous, for the
     client `client_key()` names; None: signed-in (or background) work, no share."""

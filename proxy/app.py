@@ -34,13 +34,13 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import redis.asyncio
 from aiohttp import web
 
 from userland.auth.context import AUTH
-from userland.auth.origin_sessions import OriginSessions
+from userland.auth.origin_sessions import OriginSession, OriginSessions
 from userland.auth.origins import (
     CLEAR_COOKIES_PATH,
     OWN_PATH_PREFIX,
@@ -53,6 +53,7 @@ from userland.auth.routes import setup_auth
 from userland.auth.session_routes import verify
 from userland.platform.addresses import client_address
 from userland.platform.exposition import PlatformCollector
+from userland.platform.grant_store import GrantStore
 from userland.platform.kube import KubeClient
 from userland.platform.redis_pool import anonymous_client, connect_redis
 from userland.platform.routes import platform_host_of
@@ -67,13 +68,13 @@ from userland.platform.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
 from userland.proxy.activity import ActivityTracker
 from userland.proxy.connections import client_key
-from userland.proxy.gateway import FORWARDED, NOT_READY, UPSTREAM_FAILED, Gateway, SessionLookup
+from userland.proxy.gateway import FORWARDED, NOT_READY, UPSTREAM_FAILED, Gateway
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
 from userland.proxy.pages import OWN_RESPONSE_HEADERS
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import host_route_for, prefix_route_for, request_host
-from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache
+from userland.proxy.routing import host_namespaces, host_route_for, prefix_route_for, request_host
+from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache, SessionLookup
 from userland.proxy.session_census import SessionCensus
 from userland.proxy.upstream import make_client_session
 from userland.proxy.websocket import is_websocket_upgrade
@@ -81,8 +82,8 @@ from userland.proxy.websocket import is_websocket_upgrade
 log = logging.getLogger(__name__)
 
 GATEWAY = web.AppKey("gateway", Gateway)
-SESSION_CACHE = web.AppKey("session_cache", SessionCache)
-ORIGIN_SESSION_CACHE = web.AppKey("origin_session_cache", SessionCache)
+SESSION_CACHE = web.AppKey("session_cache", SessionCache[Session])
+ORIGIN_SESSION_CACHE = web.AppKey("origin_session_cache", SessionCache[OriginSession])
 ORIGIN_ENDPOINTS = web.AppKey("origin_endpoints", OriginEndpoints)
 # The public app, as the internal app (health, metrics, forward-auth) reads it.
 PUBLIC_APP = web.AppKey("public_app", web.Application)
@@ -100,28 +101,25 @@ RUNNER_KWARGS: dict[str, Any] = {
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _store_lookup(store: SessionStore, cookie: str) -> SessionLookup:
-    async def lookup(request: web.Request) -> Any:
+def _store_lookup(store: SessionStore, cookie: str) -> SessionLookup[Session]:
+    async def lookup(request: web.Request) -> Session | None:
         cookie_id = request.cookies.get(cookie)
         return None if not cookie_id else await store.load(cookie_id)
     return lookup
 
 
-def _origin_lookup(sessions: OriginSessions, cookie: str) -> SessionLookup:
-    async def lookup(request: web.Request) -> Any:
+def _origin_lookup(sessions: OriginSessions, cookie: str) -> SessionLookup[OriginSession]:
+    async def lookup(request: web.Request) -> OriginSession | None:
         return await sessions.load(request.cookies.get(cookie))
     return lookup
 
 
 def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig: str | None = None,
-               redis_client: redis.asyncio.Redis | None = None,
-               session_lookup: SessionLookup | None = None, mount_auth: bool = True,
-               metrics: GatewayMetrics | None = None,
+               redis_client: redis.asyncio.Redis | None = None, metrics: GatewayMetrics | None = None,
                session_cache_ttl: float = SESSION_CACHE_TTL) -> web.Application:
-    """The gateway app. `kube` (not closed here) or `kubeconfig`; `session_lookup` replaces the
-    store lookups of both session kinds (tests of the proxy core); `mount_auth=False` leaves the
-    auth routes out; `session_cache_ttl` 0 turns the session cache (session_cache.py) off, and
-    with it the negative cache and the known-cookie shortcut (tests only)."""
+    """The gateway app. `kube` (not closed here) or `kubeconfig`; `session_cache_ttl` 0 turns
+    the session cache (session_cache.py) off, and with it the negative cache and the
+    known-cookie shortcut (tests only)."""
     app = web.Application(middlewares=[dispatch], handler_args={"max_field_size": 32768})
     metrics = metrics or GatewayMetrics()
     owns_redis = redis_client is None
@@ -139,9 +137,9 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     app.cleanup_ctx.append(redis_lifetime)
     store = RedisSessionStore(redis_conn, settings.session_ttl_seconds)
     names = cookie_names(settings.cookie_secure)
-    lookup: SessionLookup = session_lookup or _store_lookup(store, names.session)
+    lookup = _store_lookup(store, names.session)
     origin_sessions = OriginSessions(redis_conn, settings.session_ttl_seconds)
-    origin_lookup: SessionLookup = session_lookup or _origin_lookup(origin_sessions, names.origin)
+    origin_lookup = _origin_lookup(origin_sessions, names.origin)
     holder: dict[str, Any] = {}
     if settings.allow_path_routes:
         log.warning("path-prefix Template routes are allowed (USERLAND_ALLOW_PATH_ROUTES): their "
@@ -152,21 +150,21 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         gateway = holder.get("gateway")
         return set() if gateway is None else set(gateway.routes.routes.hosts)
 
-    auth = None
-    if mount_auth:
-        # Forward-auth is served by the internal app, never on the public listener.
-        auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
-                          forward_auth=False)
-        metrics.attach(sign_ins=lambda: auth.sign_ins if auth is not None else {},
-                       auth_refusals=lambda: auth.refusals if auth is not None else {})
+    def namespaces_of(host: str) -> tuple[str, ...]:
+        gateway = holder.get("gateway")
+        return () if gateway is None else host_namespaces(host, gateway.routes.routes)
+
+    # Forward-auth is served by the internal app, never on the public listener.
+    auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
+                      host_namespaces=namespaces_of, forward_auth=False)
+    metrics.attach(sign_ins=lambda: auth.sign_ins, auth_refusals=lambda: auth.refusals)
     if session_cache_ttl > 0:
         cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
         app[SESSION_CACHE] = cache
         app.cleanup_ctx.append(cache.running)  # its invalidation channel (session_cache.py)
         lookup = cache
-        if auth is not None and session_lookup is None:
-            # The auth routes look platform sessions up the same way (the cache holds Sessions).
-            auth.session_lookup = cast(Callable[[web.Request], Awaitable[Session | None]], cache)
+        # The auth routes look platform sessions up the same way.
+        auth.session_lookup = cache
         origin_cache = SessionCache(origin_lookup, names.origin, ttl=session_cache_ttl,
                                     redis_client=redis_conn)
         app[ORIGIN_SESSION_CACHE] = origin_cache
@@ -181,9 +179,10 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         client = kube or await KubeClient.connect(kubeconfig)
         routes = RoutingCache(client, settings.namespaces,
                               platform_host=platform_host_of(settings.public_url))
-        gateway = Gateway(settings, routes=routes, kube=client, session_lookup=lookup,
-                          origin_lookup=origin_lookup, metrics=metrics,
-                          activity=ActivityTracker(settings, client, redis_conn))
+        gateway = Gateway(settings, routes=routes, kube=client, platform_sessions=lookup,
+                          origin_sessions=origin_lookup, metrics=metrics,
+                          activity=ActivityTracker(settings, client, redis_conn),
+                          grants=GrantStore(redis_conn))
         gateway.open(make_client_session())
         app[GATEWAY] = gateway
         for key in (SESSION_CACHE, ORIGIN_SESSION_CACHE):
@@ -199,13 +198,15 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         holder["gateway"] = gateway
         await routes.start()
         flusher = asyncio.create_task(gateway.activity.run())
+        grant_watch = asyncio.create_task(gateway.grant_watch.run())
         try:
             await routes.wait_synced()
             log.info("gateway routing data synced", extra={"templates": len(routes.templates.store)})
             yield
         finally:
             flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
+            grant_watch.cancel()
+            await asyncio.gather(flusher, grant_watch, return_exceptions=True)
             # What students did since the last flush is not lost with this replica.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(gateway.activity.flush(everything=True), 5)

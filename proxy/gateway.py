@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
@@ -32,6 +30,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+import userland.proxy.decision as decision
+from userland.auth.origin_sessions import OriginSession
 from userland.auth.origins import (
     PLATFORM_COOKIES,
     cookie_names,
@@ -40,13 +40,14 @@ from userland.auth.origins import (
     student_origin,
 )
 from userland.platform import identity, naming
-from userland.platform.bodies import userland_body
-from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
-from userland.platform.sessions import SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.grants import Grant
+from userland.platform.kube import KubeClient
+from userland.platform.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
 from userland.platform.settings import Settings
 from userland.platform.storage_words import Storage
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
+from userland.proxy.grant_watch import GrantWatch, LiveGrants
 from userland.proxy.headers import upstream_request_header_list
 from userland.proxy.live import SESSION_DIGEST, LiveConnections, cookie_digest
 from userland.proxy.metrics import GatewayMetrics
@@ -54,6 +55,8 @@ from userland.proxy.pages import Pages
 from userland.proxy.repeated_cookies import RepeatedCookies
 from userland.proxy.routes_cache import RoutingCache, UserlandState
 from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
+from userland.proxy.self_service import self_service
+from userland.proxy.session_cache import SessionLookup
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
 from userland.proxy.websocket import (
     WebSocketPair,
@@ -64,23 +67,6 @@ from userland.proxy.websocket import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class SessionLike(Protocol):
-    @property
-    def login(self) -> str: ...
-
-    @property
-    def role(self) -> str: ...
-
-    @property
-    def teams(self) -> tuple[str, ...]: ...
-
-    @property
-    def csrf(self) -> str: ...
-
-
-SessionLookup = Callable[[web.Request], Awaitable[SessionLike | None]]
 
 
 def wants_html(request: web.Request) -> bool:
@@ -116,17 +102,29 @@ def _env_identity(login: str) -> identity.Identity:
     return identity.for_audience(login, identity.AUDIENCE_ENV)
 
 
+@functools.lru_cache(maxsize=1024)
+def _staff_identity(login: str, owner: str, course_role: str) -> identity.Identity:
+    return identity.for_staff(login, owner, course_role)
+
+
+# What a staff member's browser is asked to drop of a student's origin once their help grant has
+# ended. Not "cookies": Chromium applies it to the whole registrable domain, which would sign
+# them out of the platform too when it shares one; the origin's own cookie is deleted by name.
+HELP_CLEAR_SITE_DATA = '"cache", "storage", "executionContexts"'
+
+
 class Gateway:
     def __init__(self, settings: Settings, *, routes: RoutingCache, kube: KubeClient,
-                 session_lookup: SessionLookup, metrics: GatewayMetrics,
-                 origin_lookup: SessionLookup | None = None,
-                 activity: ActivityTracker | None = None) -> None:
+                 platform_sessions: SessionLookup[Session], origin_sessions: SessionLookup[OriginSession],
+                 metrics: GatewayMetrics, activity: ActivityTracker | None = None,
+                 grants: LiveGrants | None = None) -> None:
         self.settings = settings
         self.routes = routes
         self.kube = kube
-        self.session_lookup = session_lookup
-        # A student origin's own session; without one (tests of the proxy core) the platform's.
-        self.origin_lookup = origin_lookup if origin_lookup is not None else session_lookup
+        # Typed lookups (cached: proxy/session_cache.py): the platform host's sessions, and
+        # student origins' own sessions, each bound to one origin (auth/origin_sessions.py).
+        self.platform_sessions = platform_sessions
+        self.origin_sessions = origin_sessions
         # Every platform cookie is stripped from what goes upstream and from what comes back.
         self.session_cookie = PLATFORM_COOKIES
         self.cookie_names = cookie_names(settings.cookie_secure)  # the names this gateway reads
@@ -140,6 +138,7 @@ class Gateway:
         self.proto = public.scheme or "http"
         self.port = port_suffix(settings.public_url)
         self._origins: dict[str, str | None] = {}  # origin_of's memory
+        self._visitors: dict[int, tuple[object, decision.Visitor]] = {}  # _visitor's memory
         self.websockets: set[WebSocketPair] = set()
         self.websocket_quota = WebSocketQuota(settings.max_websockets_per_user)
         # Forwarded requests by session: a session that ends closes them (proxy/live.py).
@@ -152,6 +151,8 @@ class Gateway:
         self._pool: UpstreamPool | None = None
         # Students' use of their environments, for sleeping and waking (proxy/activity.py).
         self.activity = activity or ActivityTracker(settings, kube, None)
+        # Staff connections let in by help grants, closed when their grant ends (grant_watch.py).
+        self.grant_watch = GrantWatch(grants, on_close=metrics.help_connections_closed)
 
     # -- lifecycle
 
@@ -225,22 +226,18 @@ class Gateway:
         return web.Response(status=302, headers={"Location": self.handoff_url(request),
                                                  "Cache-Control": "no-store"})
 
-    async def _session(self, request: web.Request) -> SessionLike | None:
-        session = await self.session_lookup(request)
+    async def _platform_session(self, request: web.Request) -> Session | None:
+        session = await self.platform_sessions(request)
         if session is not None:
             request[LOGIN_KEY] = session.login.lower()
         return session
-
-    async def _login(self, request: web.Request) -> str | None:
-        session = await self._session(request)
-        return None if session is None else session.login.lower()
 
     async def forward(self, request: web.Request, base_url: str,
                       user: identity.Identity | None,
                       on_client_data: Callable[[bytes | str], None] | None = None,
                       on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None,
                       failed: Callable[[str], web.StreamResponse] | None = None,
-                      ) -> web.StreamResponse:
+                      grant: Grant | None = None) -> web.StreamResponse:
         """Send `request` to `base_url` as `user`; `on_refused` answers instead of the 502 page
         when the upstream refuses the connection, `failed(kind)` instead of the environment's
         502/504 pages (the platform host's own)."""
@@ -259,6 +256,8 @@ class Gateway:
             return self.pages.error(429, "Too many open connections",
                                     "Close some tabs or windows of this environment and try again.")
         tracked = self.live.add(request)
+        if grant is not None:
+            self.grant_watch.add(request, grant)  # closed when the grant ends (proxy/grant_watch.py)
         try:
             if websocket:
                 return await forward_websocket(request, self.client,
@@ -282,6 +281,8 @@ class Gateway:
         finally:
             if tracked is not None:
                 self.live.discard(tracked, request)
+            if grant is not None:
+                self.grant_watch.discard(request, grant)
             if owner is not None:
                 self.websocket_quota.release(owner)
 
@@ -298,56 +299,149 @@ class Gateway:
     async def handle_template(self, request: web.Request, route: TemplateRoute, *,
                               owner: str | None = None) -> web.StreamResponse:
         """A Template route: on `owner`'s origin (host routes), or on the platform's host
-        (path routes, `owner` None)."""
+        (path routes, `owner` None). The decision is proxy/decision.py's; this gathers its
+        facts and answers it."""
+        websocket = is_websocket_upgrade(request)
         try:
-            session = await (self.origin_lookup if owner is not None else self.session_lookup)(request)
+            session: Session | OriginSession | None = await (
+                self.origin_sessions(request) if owner is not None else self.platform_sessions(request))
         except SessionStoreBusy:
             self.metrics.refused("busy")
             return self.pages.busy()
         except SessionStoreUnavailable:
             return self.pages.unavailable()
+        here = self.origin_of(request.host) if owner is not None else None
         if session is None:
-            if owner is not None:
-                self.metrics.refused("no_session")
-                if wants_html(request) and not is_websocket_upgrade(request):
-                    return web.Response(status=302, headers={"Location": self.handoff_url(request),
-                                                             "Cache-Control": "no-store"})
-                if is_background(request):
-                    return self.pages.signed_out_background()
-                return web.Response(status=401, text="login required\n",
-                                    headers={"Cache-Control": "no-store"})
-            return self.not_logged_in(request)
-        login = session.login.lower()
-        request[LOGIN_KEY] = login
-        if owner is not None:
-            origin = getattr(session, "origin", None)
-            here = self.origin_of(request.host)
-            if login != owner or (origin is not None and origin != here):
-                assert route.host is not None
-                self.metrics.refused("not_yours")
-                return self.pages.not_yours(login, self.own_origin(login, route.host) + "/", owner)
-        name = route.display_name or route.template
+            visitor = None
+            # What kind of request it is matters only without a session (which page to answer).
+            navigation, background = wants_html(request) and not websocket, is_background(request)
+        else:
+            visitor, navigation, background = self._visitor(request, session), False, False
+        embedded = False
+        if visitor is not None and visitor.grant is not None:  # staff: where the request comes from
+            headers = request.headers
+            embedded = decision.embedded_elsewhere(
+                headers.get("Sec-Fetch-Site"), headers.get("Sec-Fetch-Mode"), headers.get("Sec-Fetch-Dest"))
+        admission = decision.admit(visitor, owner=owner, here=here, navigation=navigation,
+                                   background=background, namespace=route.namespace, now=time.time(),
+                                   embedded_elsewhere=embedded)
+        if not isinstance(admission, decision.Admitted):
+            return self._refusal(request, admission, route, visitor, owner)
+        login = admission.login  # whose environment: the visitor's own, or (staff) the owner's
+        grant = admission.staff
+        if grant is not None:
+            self.metrics.help_request("admitted")
         userland = self.routes.userland(route.namespace, route.template, login)
-        if userland is None:
-            for lost in lost_to(route, self.routes.routes):
-                if self.routes.userland(lost.namespace, lost.template, login) is not None:
-                    # Theirs is a Template this address is not routed to (a collision).
-                    return self.pages.unreachable(lost.display_name or lost.template, login)
-            if route.self_service:
-                return await self._self_service(request, route, session)
+        base = None if userland is None or not userland.ready else self.environment_url(route, login)
+        lost = userland is None and any(
+            self.routes.userland(r.namespace, r.template, login) is not None
+            for r in lost_to(route, self.routes.routes))
+        outcome = decision.serve(userland, has_address=base is not None,
+                                 self_service=route.self_service and grant is None, lost_has_userland=lost)
+        name = route.display_name or route.template
+        if outcome is decision.Outcome.FORWARD:
+            assert userland is not None and base is not None
+            return await self._forward_to_environment(request, route, userland, base, login, websocket,
+                                                      grant)
+        if grant is not None and outcome in (decision.Outcome.FORBIDDEN, decision.Outcome.UNREACHABLE):
+            assert visitor is not None
+            self.metrics.refused("no_environment")
+            return self.pages.help_nothing_here(name, visitor.login, login)
+        if outcome is decision.Outcome.UNREACHABLE:
+            # Theirs is a Template this address is not routed to (a collision).
+            lost_route = next(r for r in lost_to(route, self.routes.routes)
+                              if self.routes.userland(r.namespace, r.template, login) is not None)
+            return self.pages.unreachable(lost_route.display_name or lost_route.template, login)
+        if outcome is decision.Outcome.SELF_SERVICE:
+            assert session is not None
+            return await self_service(request, route, login, session.csrf, pages=self.pages, kube=self.kube)
+        if outcome is decision.Outcome.FORBIDDEN:
             self.metrics.refused("no_environment")
             return self.pages.forbidden(name, login, f"{self.settings.public_url}/auth/logout")
-        websocket = is_websocket_upgrade(request)
-        if userland.suspended:
+        assert userland is not None
+        if outcome is decision.Outcome.SUSPENDED:
             return self.pages.suspended(name, login, route.storage)
-        if not userland.ready:
+        if outcome is decision.Outcome.NOT_RUNNING:
             return await self._not_running(request, route, userland, name, login, websocket=websocket)
-        base = self.environment_url(route, login)
-        if base is None:
-            # Ready, but its address is not here yet (the watch of its Service lags a moment):
-            # still starting, as far as the student can tell.
-            return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
-                                         storage=route.storage)
+        # STARTING: Ready, but its address is not here yet (the watch of its Service lags a
+        # moment): still starting, as far as the student can tell.
+        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
+                                     storage=route.storage)
+
+    def _visitor(self, request: web.Request, session: Session | OriginSession) -> decision.Visitor:
+        # The session caches hand out the same object for a cookie for up to a second: its
+        # Visitor is remembered for it (by identity; a new session object is a new entry).
+        memo = self._visitors.get(id(session))
+        if memo is not None and memo[0] is session:
+            request[LOGIN_KEY] = memo[1].login
+            return memo[1]
+        login = request[LOGIN_KEY] = session.login.lower()
+        if not isinstance(session, OriginSession):
+            visitor = decision.Visitor(login)  # the platform's own session is bound to no origin
+        elif not session.grant_bound:
+            visitor = decision.Visitor(login, session.origin)
+        else:
+            visitor = decision.Visitor(login, session.origin, grant=session.grant,
+                                       grant_ended=session.grant_ended)
+        if len(self._visitors) >= 4096:
+            self._visitors.clear()
+        self._visitors[id(session)] = (session, visitor)
+        return visitor
+
+    def _refusal(self, request: web.Request, outcome: decision.Outcome, route: TemplateRoute,
+                 visitor: decision.Visitor | None, owner: str | None) -> web.StreamResponse:
+        no_store = {"Cache-Control": "no-store"}
+        if visitor is None:
+            self.metrics.refused("no_session")
+        if outcome is decision.Outcome.HANDOFF:
+            return web.Response(status=302, headers={"Location": self.handoff_url(request), **no_store})
+        if outcome is decision.Outcome.SIGNED_OUT_BACKGROUND:
+            return self.pages.signed_out_background()
+        if outcome is decision.Outcome.LOGIN_REDIRECT:
+            return web.Response(status=302, headers={"Location": self.login_url(request), **no_store})
+        if outcome is decision.Outcome.NOT_YOURS:
+            assert visitor is not None and owner is not None and route.host is not None
+            self.metrics.refused("not_yours")
+            own = self.own_origin(visitor.login, route.host) + "/"
+            return self.pages.not_yours(visitor.login, own, owner)
+        if outcome is decision.Outcome.GRANT_ENDED:
+            assert visitor is not None and owner is not None
+            self.metrics.help_request("ended")
+            return self._help_ended(request, visitor.login, owner, route.namespace)
+        if outcome is decision.Outcome.STAFF_EMBEDDED:
+            assert visitor is not None
+            self.metrics.help_request("embedded")
+            log.info("staff request from another site refused", extra={
+                "event": "help.embedded", "login": visitor.login, "path": request.path,
+                "site": request.headers.get("Sec-Fetch-Site", ""),
+                "dest": request.headers.get("Sec-Fetch-Dest", "")})
+            return self.pages.help_embedded(visitor.login)
+        return web.Response(status=401, text="login required\n", headers=no_store)
+
+    def _help_ended(self, request: web.Request, login: str, owner: str, course: str) -> web.StreamResponse:
+        """A member of staff whose help grant has ended: refused, and what their browser keeps of
+        the student's origin is cleared (service workers, caches, storage, other tabs), and its
+        cookie, so nothing of the student's stays behind in a staff member's browser."""
+        if not wants_html(request) or is_websocket_upgrade(request):
+            # A tab's own request: refused, and the browser asked to clear (best effort: a
+            # service worker may stand between); the cookie stays for the page load that follows.
+            return web.Response(status=401, text="help access ended\n", headers={
+                "Cache-Control": "no-store", "Clear-Site-Data": HELP_CLEAR_SITE_DATA})
+        # A page load (top level: browsers honour Clear-Site-Data there): the page that says so,
+        # the origin's data cleared, and its cookie deleted.
+        response = self.pages.help_ended(login, owner, f"{self.settings.public_url}/courses/{course}")
+        response.headers["Clear-Site-Data"] = HELP_CLEAR_SITE_DATA
+        response.del_cookie(self.cookie_names.origin, path="/", secure=self.settings.cookie_secure,
+                            httponly=True, samesite="Lax")
+        return response
+
+    def _forward_to_environment(self, request: web.Request, route: TemplateRoute,
+                                userland: UserlandState, base: str, login: str,
+                                websocket: bool, grant: Grant | None = None) -> Awaitable[web.StreamResponse]:
+        """Forwarding to `login`'s environment, noting use of it (sleep and wake); `grant`: the
+        help grant a member of staff came in by (the environment is told who they are, signed).
+        Returns `forward`'s coroutine for the caller to await: no coroutine of its own per request."""
+        name = route.display_name or route.template
         key, idle = (userland.namespace, userland.name), route.idle_timeout_seconds
         on_data: Callable[[bytes | str], None] | None = None
         if idle is None:
@@ -365,7 +459,10 @@ class Gateway:
             async def on_refused() -> web.StreamResponse:
                 return await self._wait_page(request, userland, name, login, websocket=websocket,
                                              asleep=False, storage=route.storage)
-        return await self.forward(request, base, _env_identity(login), on_data, on_refused)
+        if grant is not None:
+            user = _staff_identity(grant.staff, login, grant.role)
+            return self.forward(request, base, user, on_data, on_refused, grant=grant)
+        return self.forward(request, base, _env_identity(login), on_data, on_refused)
 
     async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
                            name: str, login: str, *, websocket: bool) -> web.StreamResponse:
@@ -415,28 +512,10 @@ class Gateway:
                             cluster_domain=self.settings.cluster_domain,
                             annotation=service.upstream_annotation, cluster_ip=service.cluster_ip)
 
-    async def _self_service(self, request: web.Request, route: TemplateRoute,
-                            session: SessionLike) -> web.StreamResponse:
-        """No Userland yet on a self-service Template: a page with a button (GET), created on
-        its POST with the session's CSRF token; never created by a GET (a cross-site image tag
-        would otherwise create environments)."""
-        login = session.login.lower()
-        name = route.display_name or route.template
-        if request.method != "POST":
-            return self.pages.offer(name, login, session.csrf, request.path)
-        form = await request.post()
-        if not hmac.compare_digest(str(form.get("csrf") or ""), session.csrf):
-            return self.pages.error(403, "Form expired", "This form has expired. Please try again.",
-                                    link_url=request.path, link_text="Back")
-        created = await self._create_userland(route, login)
-        if created is not None:
-            return created
-        return web.Response(status=303, headers={"Location": request.path, "Cache-Control": "no-store"})
-
     async def handle_platform(self, request: web.Request) -> web.StreamResponse:
         """The platform's own host (not /auth/): the web UI, with the caller's identity if any."""
         try:
-            session = await self._session(request)
+            session = await self._platform_session(request)
         except SessionStoreBusy:
             self.metrics.refused("busy")
             return self.pages.busy()
@@ -462,21 +541,3 @@ class Gateway:
         if digest is None:  # no session cache (tests of the proxy core)
             digest = cookie_digest(request.cookies.get(self.cookie_names.session, ""))
         return identity.session_id(digest, self.settings.identity_secret)
-
-    async def _create_userland(self, route: TemplateRoute, login: str) -> web.StreamResponse | None:
-        """Create the Userland; None when done (or already there), else an error page."""
-        name = naming.userland_name(route.template, login)
-        body = userland_body(route.template, login, namespace=route.namespace)
-        try:
-            await self.kube.create(USERLANDS, route.namespace, body)
-            log.info("self-service userland created", extra={"userland": f"{route.namespace}/{name}",
-                                                             "user": login})
-        except AlreadyExists:
-            pass  # another replica or an earlier request made it; the watch brings it soon
-        except KubeError as err:
-            log.warning("self-service userland not created", extra={
-                "userland": f"{route.namespace}/{name}", "error": str(err)})
-            return self.pages.error(503, "Your environment could not be created",
-                                    "Try again in a moment; if this lasts, ask your instructor.",
-                                    retry=True)
-        return None

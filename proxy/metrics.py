@@ -87,6 +87,22 @@ class _RequestStats:
         yield failed
 
 
+class _HelpStats:
+    """Staff requests on students' origins by outcome (a handful of fixed outcomes)."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self.counts: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("userland_gateway_help_requests",
+                                     "Requests of staff on a student's origin by a help grant, by outcome",
+                                     labels=["outcome", "worker"])
+        for outcome in ("admitted", "ended", "embedded"):
+            family.add_metric([outcome, self.worker], self.counts.get(outcome, 0))
+        yield family
+
+
 class GatewayMetrics:
     content_type = CONTENT_TYPE_LATEST
 
@@ -108,6 +124,18 @@ class GatewayMetrics:
             "userland_gateway_waiting_answers", "Requests to an environment not answering yet (asleep, "
             "waking, starting): the waking page, or a 503 with Retry-After", ["course", "worker"],
             registry=self.registry)
+        # Help in the lab (proxy/decision.py, proxy/grant_watch.py): requests of staff on a
+        # student's origin by outcome (admitted; ended: the grant had ended; embedded: another
+        # site's page asked), counted per request as plain numbers like the request counts, and
+        # staff connections closed because their grant ended or ran out (rare: a Counter).
+        self._help = _HelpStats(self._worker)
+        self.registry.register(self._help)  # type: ignore[arg-type]  # a collector: collect()
+        self.help_closed = Counter(
+            "userland_gateway_help_connections_closed",
+            "Staff connections closed because their help grant ended (ended) or ran out (expired)",
+            ["reason", "worker"], registry=self.registry)
+        for reason in ("ended", "expired"):
+            self.help_closed.labels(reason=reason, worker=self._worker)
         self._ws = self.websockets.labels(worker=self._worker)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind=kind, worker=self._worker)
@@ -132,6 +160,13 @@ class GatewayMetrics:
 
     def upstream_error(self, kind: str) -> None:
         self.upstream_errors.labels(kind=kind, worker=self._worker).inc()
+
+    def help_request(self, outcome: str) -> None:
+        counts = self._help.counts
+        counts[outcome] = counts.get(outcome, 0) + 1
+
+    def help_connections_closed(self, reason: str, count: int) -> None:
+        self.help_closed.labels(reason=reason, worker=self._worker).inc(count)
 
     def websocket_opened(self) -> None:
         self._ws.inc()

@@ -144,8 +144,26 @@ class Pages:
         whose = f"{owner}'s" if owner else "another student's"
         return self.error(403, f"This is {whose} environment",
                           f"Only {owner or 'that student'} can open it; you are signed in as {user}. "
-                          f"A teacher can give {owner or 'them'} this address.",
+                          f"Course staff can open it while helping, once {owner or 'the student'} "
+                          "has asked for help.",
                           link_url=own_url, link_text="Open your own environment", user=user)
+
+    def help_ended(self, user: str, owner: str, course_url: str) -> web.Response:
+        """A member of staff whose help grant has ended, on the student's origin."""
+        return self.error(403, f"Your access to {owner}'s environment has ended",
+                          f"{owner} or the course's staff ended it, or its time ran out. What this "
+                          f"browser kept of {owner}'s environment has been cleared. If {owner} still "
+                          "needs help, they can ask again.", link_url=course_url,
+                          link_text="Back to the course", user=user)
+
+    def help_embedded(self, user: str) -> web.Response:
+        return self.error(403, "Open this environment in its own tab",
+                          "While you help a student, their environment opens only as a page of its "
+                          "own, never inside or from another site's page.", user=user)
+
+    def help_nothing_here(self, template_name: str, user: str, owner: str) -> web.Response:
+        return self.error(404, f"{owner} has no {template_name} here",
+                          f"There is no {template_name} of {owner}'s at this address.", user=user)
 
     def error(self, status: int, title: str, message: str, *, retry: bool = False,
               link_url: str | None = None, link_text: str = "", user: str = "") -> web.Response:

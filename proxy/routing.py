@@ -174,6 +174,15 @@ def host_route_for(template_host: str, path: str, table: RouteTable) -> Template
     return table.by_host.get(template_host)
 
 
+def host_namespaces(template_host: str, table: RouteTable) -> tuple[str, ...]:
+    """The namespaces (courses) whose Templates a host serves, sorted: a help grant of one of
+    them may open a student's origin under that host (each request is still checked against its
+    own route's namespace)."""
+    routes = (*table.host_prefixes.get(template_host, ()),
+              *((table.by_host[template_host],) if template_host in table.by_host else ()))
+    return tuple(sorted({r.namespace for r in routes}))
+
+
 def prefix_route_for(path: str, table: RouteTable) -> TemplateRoute | None:
     """A prefix-only route (the platform's host, when path routes are allowed)."""
     return _first_prefix(table.prefixes, path)

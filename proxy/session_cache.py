@@ -41,18 +41,22 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 import redis.asyncio
 from aiohttp import web
 
-from userland.platform.redis_pool import anonymous_client
+from userland.platform.redis_pool import anonymous_client, cancelling
 from userland.platform.sessions import INVALIDATION_CHANNEL, SessionStoreBusy, SessionStoreUnavailable
-from userland.proxy.gateway import SessionLike, SessionLookup
 from userland.proxy.live import SESSION_DIGEST
 
 log = logging.getLogger(__name__)
+
+# The kind of session a cache holds: the platform's `Session` or a student origin's
+# `OriginSession`. Typed, so the gateway reads each one's fields by name (never by duck typing).
+S = TypeVar("S")
+SessionLookup = Callable[[web.Request], Awaitable[S | None]]
 
 SESSION_CACHE_TTL = 1.0
 # How long a cookie id Redis did not know is answered "unknown" from memory.
@@ -67,17 +71,12 @@ PING_INTERVAL = 0.5
 LISTENER_STOP_SECONDS = 5.0
 
 
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
 def _digest(cookie_id: str) -> str:
     return hashlib.sha256(cookie_id.encode()).hexdigest()
 
 
-class SessionCache:
-    def __init__(self, lookup: SessionLookup, cookie: str, *, ttl: float = SESSION_CACHE_TTL,
+class SessionCache(Generic[S]):
+    def __init__(self, lookup: SessionLookup[S], cookie: str, *, ttl: float = SESSION_CACHE_TTL,
                  max_entries: int = 10_000, max_headers: int = 1024,
                  clock: Callable[[], float] = time.monotonic,
                  redis_client: redis.asyncio.Redis | None = None,
@@ -87,7 +86,7 @@ class SessionCache:
         self._ttl = ttl
         self._max = max_entries
         self._clock = clock
-        self._entries: dict[str, tuple[float, SessionLike, str]] = {}
+        self._entries: dict[str, tuple[float, S, str]] = {}
         self._negative_ttl = negative_ttl
         self._unknown: dict[str, float] = {}  # cookie id -> until when it is answered unknown
         self._known: dict[str, float] = {}  # cookie id -> until when its lookups are not anonymous
@@ -134,7 +133,7 @@ class SessionCache:
         self._ids[raw] = cookie_id
         return cookie_id
 
-    async def __call__(self, request: web.Request) -> SessionLike | None:
+    async def __call__(self, request: web.Request) -> S | None:
         cookie_id = self._cookie_id(request)
         if not cookie_id:
             return await self._lookup(request)
@@ -259,7 +258,7 @@ class SessionCache:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure of the channel: stop serving from memory
-                if _cancelling():
+                if cancelling():
                     # redis-py can turn the CancelledError it was interrupted with into a
                     # connection error; retrying would then sleep and loop for ever while
                     # the application's cleanup waits for this task.

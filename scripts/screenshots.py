@@ -1,4 +1,5 @@
-"""Screenshots of the web UI's main pages, for the README: `python scripts/screenshots.py [OUT]`.
+"""Screenshots of the web UI's main pages, for the README: `python scripts/screenshots.py [OUT]`
+(`--help-only`: only the pages of help in the lab).
 
 Starts the real pieces on loopback (the control plane with the project's CRDs and RBAC, Redis,
 the gateway with the development login, the web UI as its own ServiceAccount), makes a demo
@@ -239,7 +240,69 @@ async def drive(url: str, out: Path) -> None:
             await browser.close()
 
 
-async def main(out: Path) -> None:
+async def drive_help(url: str, out: Path, redis_url: str) -> None:
+    """Help in the lab: a student asks on "my environments", the help queue on the class dashboard
+    (two more students waiting), an assistant's helping page, the student seeing who has access
+    and ending it, and what the assistant's tab of her environment says then."""
+    import redis.asyncio
+
+    from userland.web.help_queue import HelpQueue
+
+    client = redis.asyncio.from_url(redis_url)
+    queue = HelpQueue(client)
+    now = time.time()
+    await queue.ask(COURSE, "grace-hopper", "SELECT returns nothing, but the table has rows", now=now - 420)
+    await queue.ask(COURSE, "alan-turing", "permission denied when I run make", now=now - 150)
+    port = url.rsplit(":", 1)[1]
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            alice = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+            await sign_in(alice, url, "alice", "/me")
+            card = alice.locator("section.card", has=alice.locator(f"#help-{COURSE}"))
+            await card.screenshot(path=str(out / "help-ask.png"))
+            print(f"  {out / 'help-ask.png'}")
+            await alice.fill(f"#message-{COURSE}", "My script cannot connect to the database")
+            await alice.click("button:has-text('Ask for help')")
+            await card.screenshot(path=str(out / "help-asked.png"))
+            print(f"  {out / 'help-asked.png'}")
+
+            sam = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+            await sign_in(sam, url, "ta-sam", f"/courses/{COURSE}")
+            await sam.goto(f"{url}/courses/{COURSE}")
+            await shoot(sam, out, "help-queue", full=False)
+            await sam.locator('#help li[data-student="alice"] button', has_text="Join").click()
+            await sam.wait_for_url("**/help/alice")
+            await shoot(sam, out, "helping", full=False)
+            # The assistant opens her VS Code (asleep here: the waking page, at her address).
+            env = await sam.context.new_page()
+            await env.goto(f"http://alice.vscode.userland.localhost:{port}/")
+            await sam.goto(f"{url}/courses/{COURSE}")
+            await sam.locator("#help").screenshot(path=str(out / "help-being-helped.png"))
+            print(f"  {out / 'help-being-helped.png'}")
+
+            await alice.goto(f"{url}/me")
+            await card.screenshot(path=str(out / "help-access-now.png"))
+            print(f"  {out / 'help-access-now.png'}")
+            await alice.click("button:has-text('End ta-sam')")
+            await alice.wait_for_url("**/me#help-*")
+            await card.screenshot(path=str(out / "help-history.png"))
+            print(f"  {out / 'help-history.png'}")
+            await env.reload()
+            await shoot(env, out, "help-ended", full=False)
+
+            phone = await (await browser.new_context(viewport={"width": 390, "height": 844},
+                                                     device_scale_factor=2)).new_page()
+            await sign_in(phone, url, "ta-kim", f"/courses/{COURSE}")
+            await phone.goto(f"{url}/courses/{COURSE}#help")
+            await phone.locator("#help").screenshot(path=str(out / "help-queue-phone.png"))
+            print(f"  {out / 'help-queue-phone.png'}")
+        finally:
+            await browser.close()
+            await client.aclose()
+
+
+async def main(out: Path, only_help: bool = False) -> None:
     state = Path(tempfile.mkdtemp(prefix="userland-screens-"))
     users = {"web-token": ("system:serviceaccount:userland-system:userland-web",
                            ("system:serviceaccounts", "system:authenticated"))}
@@ -269,7 +332,9 @@ async def main(out: Path) -> None:
                                               if k != "handler_cancellation"})
                 servers.append(gateway)
                 print(f"platform at {public_url}; writing screenshots to {out}")
-                await drive(public_url, out)
+                if not only_help:
+                    await drive(public_url, out)
+                await drive_help(public_url, out, redis_url)
             finally:
                 for server in reversed(servers):
                     await server.close()
@@ -283,6 +348,7 @@ async def main(out: Path) -> None:
 if __name__ == "__main__":
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is needed (apt-get install chromium)")
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "screenshots"
+    args = [a for a in sys.argv[1:] if a != "--help-only"]
+    target = Path(args[0]) if args else REPO / "docs" / "screenshots"
     target.mkdir(parents=True, exist_ok=True)
-    asyncio.run(main(target))
+    asyncio.run(main(target, only_help="--help-only" in sys.argv))

@@ -37,13 +37,15 @@ from userland.web import render, security
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
 from userland.web.courses import course_role
+from userland.web.help_monitor import HelpMonitor
 from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
 from userland.web.routes_assignment_actions import STORE, setup_assignment_action_routes
 from userland.web.routes_assignments import setup_assignment_routes
-from userland.web.routes_audit import setup_audit_routes
+from userland.web.routes_audit import AUDIT, setup_audit_routes
 from userland.web.routes_course import setup_course_routes
+from userland.web.routes_help import setup_help_routes
 from userland.web.routes_me import setup_me_routes
 from userland.web.selection import MAX_TARGETS
 from userland.web.state import STATE, ClassState
@@ -254,16 +256,21 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_audit_routes(app)
     setup_assignment_routes(app)
     setup_assignment_action_routes(app)
+    setup_help_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         client = kube or await KubeClient.connect(kubeconfig)
         ctx.kube = client
         state = ClassState(client)
+        # Live help cards and the grants that must end (web/help_monitor.py).
+        monitor = HelpMonitor(redis_conn, state, ctx.extras[AUDIT], client, metrics)
         await state.start()
+        await monitor.start()
         ctx.extras[STATE] = ctx.extras[DIRECTORY] = state
         metrics.attach(
             streams=state.notifier.streams,
             courses=lambda: [watch.status for watch in list(state.watches.values())],
+            course_names=lambda: list(state.watches),
             platform=lambda: PlatformCollector(
                 kube=lambda: (client,), redis=lambda: (redis_conn,), labels={"component": "web"},
                 informers=lambda: [state.namespaces,
@@ -275,6 +282,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         try:
             yield
         finally:
+            await monitor.stop()
             if store is not None:
                 await store.close()
             await state.stop()

@@ -5,20 +5,25 @@ GitOps-friendly, in two annotations of comma-separated GitHub logins or `org/tea
 `userland.dev/instructors` and `userland.dev/assistants`. On top of that, the gateway's
 global roles: an `admin` (USERLAND_ADMINS) manages every course, an `instructor`
 (USERLAND_INSTRUCTORS) teaches every course. Everyone else sees only their own environments.
+
+Help in the lab (platform/grants.py): every member of staff may join a student who asked for
+help; a course annotated `userland.dev/staff-access: instructors` also lets its instructors (and
+admins) open any student's environments without being asked; assistants never may.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from userland.platform import naming
+from userland.platform.grants import EndReason, Grant, HelpSettings, help_settings
 from userland.platform.identity import Identity
 
 CourseRole = Literal["admin", "instructor", "assistant"]
 Action = Literal["view", "start", "restart", "suspend", "resume", "add", "remove",
-                 "start_all", "suspend_all", "remove_all", "audit", "assign", "grade", "download"]
+                 "start_all", "suspend_all", "remove_all", "audit", "assign", "grade", "download", "help"]
 
 # What each course role may do. Assistants help in class: they see the course and get
 # environments going again, but the roster (add/remove) and course-wide actions are the
@@ -28,7 +33,7 @@ Action = Literal["view", "start", "restart", "suspend", "resume", "add", "remove
 PERMISSIONS: Mapping[CourseRole, frozenset[str]] = {
     "admin": frozenset(Action.__args__),  # type: ignore[attr-defined]
     "instructor": frozenset(Action.__args__),  # type: ignore[attr-defined]
-    "assistant": frozenset({"view", "start", "restart", "audit", "grade", "download"}),
+    "assistant": frozenset({"view", "start", "restart", "audit", "grade", "download", "help"}),
 }
 
 
@@ -43,6 +48,7 @@ class Course:
     title: str
     instructors: frozenset[str] = frozenset()
     assistants: frozenset[str] = frozenset()
+    help: HelpSettings = field(default_factory=HelpSettings)
 
     @classmethod
     def from_namespace(cls, obj: Mapping[str, Any]) -> Course:
@@ -51,7 +57,8 @@ class Course:
         name = str(meta.get("name") or "")
         return cls(namespace=name, title=str(annotations.get(naming.ANNOTATION_COURSE_TITLE) or name),
                    instructors=_entries(annotations.get(naming.ANNOTATION_INSTRUCTORS)),
-                   assistants=_entries(annotations.get(naming.ANNOTATION_ASSISTANTS)))
+                   assistants=_entries(annotations.get(naming.ANNOTATION_ASSISTANTS)),
+                   help=help_settings(annotations))
 
 
 def _named(entries: Iterable[str], who: Identity) -> bool:
@@ -72,3 +79,35 @@ def course_role(who: Identity, course: Course) -> CourseRole | None:
 
 def may(role: CourseRole | None, action: Action) -> bool:
     return role is not None and action in PERMISSIONS[role]
+
+
+def may_open_unasked(role: CourseRole | None, course: Course) -> bool:
+    """Whether `role` may open a student's environments who has not asked for help: only
+    instructors and admins, and only in a course that allows it (`staff-access: instructors`)."""
+    return course.help.staff_access == "instructors" and role in ("instructor", "admin")
+
+
+def may_join(role: CourseRole | None, course: Course, *, asked: bool) -> bool:
+    """Whether `role` may join a student: every member of staff when the student asked."""
+    if not may(role, "help"):
+        return False
+    return asked or may_open_unasked(role, course)
+
+
+def grant_still_allowed(grant: Grant, course: Course | None) -> EndReason | None:
+    """Why a live grant must end now (an end reason of platform/grants.py), or None.
+
+    The staff member is judged as they were when they joined (their signed login, global role
+    and teams, kept with the grant): named on the course no longer (removed from its staff, or
+    from the team the course names) ends it; so does the course ending, and a grant made without
+    a request once the course stops allowing that (or its maker is no longer an instructor)."""
+    if course is None:
+        return "course-gone"
+    staff = Identity(login=grant.staff, role=grant.staff_global_role,
+                     teams=tuple(t for t in grant.staff_teams.split(",") if t))
+    role = course_role(staff, course)
+    if role is None:
+        return "staff-removed"
+    if grant.basis == "instructors" and not may_open_unasked(role, course):
+        return "policy"
+    return None

@@ -3,9 +3,10 @@
 Pages by route (the router's pattern, such as `/courses/{ns}`: never a course's or a login's
 name), their latency and answers; live dashboard streams open (server-sent events); staff
 actions by course, action and outcome (what web/actions.py reports per environment); the
-courses the UI can read; and the platform layer's figures (the API client, the course watches,
-Redis). docs/metrics.md says what each answers. Pages are counted in plain numbers and handed
-to Prometheus at scrape time, as the gateway does.
+courses the UI can read; help in the lab by course (students asking, staff given access and how
+long the student waited for them, access ending and why); and the platform layer's figures
+(the API client, the course watches, Redis). docs/metrics.md says what each answers. Pages are
+counted in plain numbers and handed to Prometheus at scrape time, as the gateway does.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ METHODS = frozenset({"GET", "HEAD", "POST"})
 _CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 # A live stream lasts as long as the page stays open: counted, kept out of the latency.
 STREAM_ROUTE = "/courses/{ns}/stream"
+# Help in the lab: seconds from a student asking to a member of staff joining them (a lab
+# session's minutes), and the few ways access ends (web/help_records.py's reasons, grouped:
+# staff removed, the course's policy or the course itself gone are "revoked").
+HELP_WAIT_BUCKETS = (30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+HELP_BASES = ("request", "instructors")
+HELP_ENDS = ("done", "student", "expired", "revoked")
 
 
 def route_of(request: web.Request) -> str:
@@ -48,6 +55,12 @@ class WebMetrics:
                                "start, restart, suspend, resume, remove) and outcome",
                                ["course", "action", "outcome"], registry=self.registry)
         self.sources: dict[str, Callable[[], Any]] = {}
+        # Help in the lab, as plain numbers by course (rare events; every watched course's series
+        # exist from the start at 0, so a course where nobody has asked yet shows 0, not nothing).
+        self.help_asks: Tally[str] = Tally()
+        self.help_grants: Tally[tuple[str, str]] = Tally()  # (course, basis)
+        self.help_ends: Tally[tuple[str, str]] = Tally()  # (course, end)
+        self.help_wait: dict[str, PlainHistogram] = {}
         self.registry.register(_Collector(self))  # type: ignore[arg-type]
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
@@ -64,9 +77,30 @@ class WebMetrics:
         for outcome, count in Tally(outcomes).items():
             self.actions.labels(course, action, outcome).inc(count)
 
+    def help_asked(self, course: str) -> None:
+        self.help_asks[course] += 1
+
+    def help_granted(self, course: str, basis: str, waited: float | None) -> None:
+        """A member of staff given access; `waited`: seconds since the student asked (None when
+        opened without a request)."""
+        self.help_grants[(course, basis if basis in HELP_BASES else "request")] += 1
+        if waited is not None:
+            self._help_wait(course).observe(max(0.0, waited))
+
+    def help_ended(self, course: str, reason: str) -> None:
+        end = reason if reason in HELP_ENDS else "done" if reason == "ended" else "revoked"
+        self.help_ends[(course, end)] += 1
+
+    def _help_wait(self, course: str) -> PlainHistogram:
+        histogram = self.help_wait.get(course)
+        if histogram is None:
+            histogram = self.help_wait[course] = PlainHistogram(HELP_WAIT_BUCKETS)
+        return histogram
+
     def attach(self, **sources: Callable[[], Any]) -> None:
         """Scrape-time sources: `streams()` (live streams open), `courses()` (course watch
-        statuses), `platform` (a PlatformCollector, registered)."""
+        statuses), `course_names()` (the courses watched: their help series exist at 0),
+        `platform` (a PlatformCollector, registered)."""
         platform = sources.pop("platform", None)
         if platform is not None:
             self.registry.register(platform())
@@ -105,6 +139,36 @@ class _Collector:
             for status in ("ready", "degraded", "not_set_up", "starting"):
                 gauge.add_metric([status], counted.get(status, 0))
             yield gauge
+        yield from _help_families(m)
+
+
+def _help_families(m: WebMetrics) -> Iterator[Metric]:
+    names = m.sources.get("course_names")
+    courses = sorted({*(names() if names is not None else ()), *m.help_asks,
+                      *(c for c, _ in m.help_grants), *(c for c, _ in m.help_ends), *m.help_wait})
+    asks = CounterMetricFamily("userland_web_help_asks", "Students who asked for help, by course",
+                               labels=["course"])
+    grants = CounterMetricFamily("userland_web_help_grants",
+                                 "Staff given access to a student's environments, by course and basis "
+                                 "(request: the student asked; instructors: opened unasked)",
+                                 labels=["course", "basis"])
+    ends = CounterMetricFamily("userland_web_help_ends",
+                               "Staff access that ended, by course and how (done: staff pressed Done; "
+                               "student: ended by the student; expired; revoked: staff removed, the "
+                               "course's policy or the course gone)", labels=["course", "end"])
+    for course in courses:
+        asks.add_metric([course], m.help_asks.get(course, 0))
+        for basis in HELP_BASES:
+            grants.add_metric([course, basis], m.help_grants.get((course, basis), 0))
+        for end in HELP_ENDS:
+            ends.add_metric([course, end], m.help_ends.get((course, end), 0))
+    yield asks
+    yield grants
+    yield ends
+    yield histogram_family("userland_web_help_wait_seconds",
+                           "Seconds from a student asking for help to a member of staff joining them",
+                           [([course], m.help_wait.get(course) or PlainHistogram(HELP_WAIT_BUCKETS))
+                            for course in courses], ["course"])
 
 
 async def metrics_page(request: web.Request) -> web.Response:

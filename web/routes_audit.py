@@ -30,7 +30,8 @@ AUDITED_ACTIONS = ("add", "start", "restart", "suspend", "resume", "remove",
                    "start_all", "restart_all", "suspend_all", "resume_all", "remove_all",
                    "assignment_create", "assignment_edit", "assignment_delete", "assignment_handout",
                    "assignment_collect", "assignment_return", "assignment_stop_return", "assignment_extend",
-                   "assignment_grade", "assignment_feedback", "assignment_download", "assignment_export")
+                   "assignment_grade", "assignment_feedback", "assignment_download", "assignment_export",
+                   "help_join", "help_open", "help_end")
 ACTION_LABELS = {
     "add": "Added students", "start": "Started", "restart": "Restarted", "suspend": "Suspended",
     "resume": "Resumed", "remove": "Removed", "start_all": "Started (whole course)",
@@ -42,6 +43,10 @@ ACTION_LABELS = {
     "assignment_stop_return": "Stopped returning feedback", "assignment_extend": "Changed a deadline",
     "assignment_grade": "Graded", "assignment_feedback": "Uploaded feedback",
     "assignment_download": "Downloaded students' work", "assignment_export": "Exported grades",
+    # Help in the lab (web/help_records.py): a member of staff given access to a student's
+    # environments (asked for, or opened unasked where the course allows it), and its end.
+    "help_join": "Joined to help", "help_open": "Opened a student's environments",
+    "help_end": "Help access ended",
 }
 
 

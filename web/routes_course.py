@@ -16,18 +16,23 @@ import logging
 import time
 from typing import Any
 
+import redis.exceptions
 from aiohttp import web
 
 from userland.web import dashboard, security
+from userland.web import help as help_view
 from userland.web.access import Refused, require_course
 from userland.web.context import WEB, WebContext, identity_of, web_context
-from userland.web.courses import Action, Course, CourseRole, course_role, may
+from userland.web.courses import Action, Course, CourseRole, course_role, may, may_open_unasked
+from userland.web.help_card import queue_view, render_card
+from userland.web.help_monitor import HELP_KEY
 from userland.web.notifier import UserQuota
 from userland.web.state import STATE, ClassState, CourseWatch
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0
+HELP_REFRESH_SECONDS = 30.0
 LIVENESS_SECONDS = 1.0
 STREAM_QUOTA = "userland.stream_quota"  # WebContext.extras key for the per-user UserQuota
 ROW_ACTIONS: tuple[Action, ...] = ("start", "restart", "resume", "suspend", "remove")
@@ -89,7 +94,7 @@ def _row_context(ctx: WebContext, course: Course, role: CourseRole, now: float) 
     # Ticking environments of several students is a course-wide run (web/selection.py): an
     # assistant, who helps one student at a time, gets each row's own buttons instead.
     return {"course": course, "role": role, "now": now, "may_select": may(role, "start_all"),
-            "allowed": {a: may(role, a) for a in ROW_ACTIONS},
+            "allowed": {**{a: may(role, a) for a in ROW_ACTIONS}, "open": may_open_unasked(role, course)},
             "since_words": dashboard.since_words, "ago_words": dashboard.ago_words}
 
 
@@ -100,9 +105,19 @@ async def dashboard_page(request: web.Request) -> web.Response:
     watch = await course_watch(request, course)
     query = dashboard.Query.from_params(request.query)
     now = time.time()
-    selection = dashboard.select(watch.rows(), query, now)
+    rows = watch.rows()
+    selection = dashboard.select(rows, query, now)
     bulk = [a for a in ("start", "restart", "resume", "suspend", "remove") if may(role, a)]
+    help_card, help_down = None, False
+    if may(role, "help"):
+        try:
+            help_card = await queue_view(request, course, role, rows, now)
+        except (redis.exceptions.RedisError, OSError) as err:
+            # The class list needs no Redis: it stays usable, and says the queue is missing.
+            log.warning("help card unavailable", extra={"course": namespace, "error": type(err).__name__})
+            help_down = True
     return ctx.page(request, "dashboard.html", title=course.title, selection=selection, query=query,
+                    help_card=help_card, help_down=help_down, clock=help_view.clock, iso=help_view.iso,
                     bulk_actions=bulk, may_add=may(role, "add"), may_audit=may(role, "audit"),
                     course_actions=[a for a in ("start_all", "suspend_all", "remove_all") if may(role, a)],
                     status_filters=dashboard.STATUS_FILTERS, sorts=dashboard.SORTS,
@@ -151,6 +166,9 @@ async def _stream(request: web.Request, ctx: WebContext, course: Course, role: C
         "X-Accel-Buffering": "no"})
     await response.prepare(request)
     visible = [r.login for r in dashboard.select(watch.rows(), query).rows]
+    helps = may(role, "help")
+    help_shown = time.monotonic()  # the page rendered the card just now
+    help_waiting = True  # whether the card shows anyone waiting (their waited time ages)
     try:
         with state.notifier.subscribe(namespace) as subscription:
             await response.write(b"retry: 3000\n: connected\n\n")
@@ -163,6 +181,23 @@ async def _stream(request: web.Request, ctx: WebContext, course: Course, role: C
                     break  # shutting down
                 if request.transport is None or request.transport.is_closing():
                     break  # the client went away
+                if helps and (HELP_KEY in keys or "*" in keys or (
+                        help_waiting and time.monotonic() - help_shown >= HELP_REFRESH_SECONDS)):
+                    # The card changed (any replica announces it), or its "waiting 4 min" has aged.
+                    card_course = state.course(namespace) or course
+                    help_shown = time.monotonic()
+                    try:
+                        view = await queue_view(request, card_course, role, watch.rows(), time.time())
+                    except (redis.exceptions.RedisError, OSError) as err:
+                        log.warning("help card not updated", extra={"course": namespace,
+                                                                    "error": type(err).__name__})
+                    else:
+                        card = render_card(ctx, card_course, view, csrf)
+                        await response.write(f"event: help\ndata: {json.dumps({'html': card})}\n\n".encode())
+                        help_waiting = bool(view.waiting)
+                    keys = keys - {HELP_KEY}
+                    if not keys:
+                        continue
                 if not keys:
                     quiet += LIVENESS_SECONDS
                     if quiet >= HEARTBEAT_SECONDS:

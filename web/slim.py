@@ -17,7 +17,8 @@ JSON = dict[str, Any]
 # Userland annotations the pages show (roster details and sleep/wake's last activity).
 _KEPT_ANNOTATIONS = (*naming.ROSTER_DETAILS.values(), naming.ANNOTATION_LAST_ACTIVITY,
                      naming.ANNOTATION_COURSE_TITLE, naming.ANNOTATION_INSTRUCTORS,
-                     naming.ANNOTATION_ASSISTANTS)
+                     naming.ANNOTATION_ASSISTANTS, naming.ANNOTATION_STAFF_ACCESS,
+                     naming.ANNOTATION_HELP_LIMIT)
 _KEPT_LABELS = (naming.LABEL_USER, naming.LABEL_TEMPLATE, naming.LABEL_USERLAND, naming.LABEL_COURSE)
 
 

@@ -280,8 +280,9 @@ def origin_cookie(cookie_id: str) -> dict[str, str]:
 
 def gateway_settings(namespace: str, redis_url: str, web_url: str = "http://127.0.0.1:9", **extra: Any
                      ) -> Settings:
-    return Settings(namespaces=(namespace,), redis_url=redis_url, identity_secret=SECRET,
-                    public_url=PUBLIC_URL, upstream_mode=extra.pop("upstream_mode", "local"),
+    return Settings(namespaces=extra.pop("namespaces", (namespace,)), redis_url=redis_url,
+                    identity_secret=SECRET, public_url=PUBLIC_URL,
+                    upstream_mode=extra.pop("upstream_mode", "local"),
                     cookie_secure=extra.pop("cookie_secure", False), web_url=web_url, **extra)
 
 

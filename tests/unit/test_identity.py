@@ -46,6 +46,43 @@ def test_environments_get_the_login_only() -> None:
     assert verify_identity(headers, SECRET, audience="env", now=NOW).login == "alice"
 
 
+TINA_ON_ALICE = identity.for_staff("tina", "alice", "assistant")
+
+
+def test_staff_let_in_by_a_grant_are_named_with_the_owner_and_their_course_role() -> None:
+    headers = signed(TINA_ON_ALICE)
+    assert sorted(headers) == ["X-User", "X-User-Owner", "X-User-Role", "X-User-Signature"]
+    claim = (headers["X-User"], headers["X-User-Owner"], headers["X-User-Role"])
+    assert claim == ("tina", "alice", "assistant")
+    got = verify_identity(headers, SECRET, audience="env", now=NOW)
+    assert (got.login, got.owner, got.role, got.audience) == ("tina", "alice", "assistant", "env")
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("X-User-Owner", "bob"),        # the claim moved to another student's environment
+    ("X-User-Role", "instructor"),  # a raised course role
+    ("X-User", "alice"),            # the staff member passed off as the owner
+])
+def test_the_staff_claim_is_signed(name: str, value: str) -> None:
+    headers = signed(TINA_ON_ALICE)
+    headers[name] = value
+    with pytest.raises(IdentityRejected, match="bad signature"):
+        verify_identity(headers, SECRET, audience="env", now=NOW)
+
+
+def test_a_claim_added_to_an_owners_headers_is_refused() -> None:
+    headers = signed(identity.for_audience("tina", "env"))
+    headers["X-User-Owner"] = "alice"
+    headers["X-User-Role"] = "assistant"
+    with pytest.raises(IdentityRejected, match="bad signature"):
+        verify_identity(headers, SECRET, audience="env", now=NOW)
+    # And a staff signature with its claim removed is not the plain login's either.
+    stripped = signed(TINA_ON_ALICE)
+    del stripped["X-User-Owner"]
+    with pytest.raises(IdentityRejected, match="bad signature"):
+        verify_identity(stripped, SECRET, audience="env", now=NOW)
+
+
 def tamper(headers: CIMultiDict[str], name: str, value: str) -> CIMultiDict[str]:
     out = headers.copy()
     out[name] = value

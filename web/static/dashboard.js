@@ -91,6 +91,21 @@
     });
   }
 
+  // The help card (queue and who is helping), replaced whole; its Join and Done are plain forms.
+  source.addEventListener("help", function (event) {
+    var data, card = document.getElementById("help");
+    try { data = JSON.parse(event.data); } catch (e) { return; }
+    if (!card || !data || typeof data.html !== "string") { return; }
+    var holder = document.createElement("div");
+    holder.innerHTML = data.html;
+    var fresh = holder.querySelector("#help");
+    if (!fresh) { return; }
+    var focused = document.activeElement && card.contains(document.activeElement);
+    card.parentNode.replaceChild(fresh, card);
+    if (window.userlandLocalTimes) { window.userlandLocalTimes(fresh); }
+    if (focused) { fresh.querySelector("h2").setAttribute("tabindex", "-1"); fresh.querySelector("h2").focus(); }
+  });
+
   source.addEventListener("rows", function (event) {
     var data;
     try { data = JSON.parse(event.data); } catch (e) { return; }
