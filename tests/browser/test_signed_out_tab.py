@@ -16,7 +16,7 @@ import re
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.browser.test_real_apps import Local, local, sign_in, wait_until_answering  # noqa: F401
+from tests.support.real_apps import Local, sign_in, wait_until_answering
 from userland.proxy.pages import SIGNED_OUT_MESSAGE
 
 
