@@ -29,7 +29,7 @@ async def close_dialogs(page: Page) -> None:
 
 @pytest.mark.slow
 async def test_a_jupyterlab_tab_left_open_after_sign_out_asks_to_sign_in_and_keeps_its_kernel(
-        browser: Browser, local: Local) -> None:  # noqa: F811
+        browser: Browser, local: Local) -> None:
     context = await browser.new_context()
     try:
         page = await sign_in(context, local.template("jupyterlab"), "alice")
