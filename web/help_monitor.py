@@ -76,12 +76,16 @@ class HelpMonitor:
     async def _listen(self) -> None:
         backoff, up = 0.1, False
         while True:
+            if cancelling():
+                # A cancellation redis-py swallowed (in a read or in closing the subscription)
+                # must still end the loop: the app's cleanup waits for it.
+                raise asyncio.CancelledError
             try:
                 pubsub: Any = self.redis.pubsub()
                 try:
                     await pubsub.subscribe(HELP_CHANNEL)
                     backoff, up = 0.1, True
-                    while True:
+                    while not cancelling():
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0)
                         if message is not None and message.get("type") == "message":
                             data = message.get("data")

@@ -174,8 +174,10 @@ async def test_make_run_with_the_real_apps_leaves_nothing_running(tmp_path: Path
         await asyncio.wait_for(process.wait(), 60)
         if signum == signal.SIGINT:
             assert process.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
-        # Killed outright, its reaper stops the environments a moment later.
-        await eventually(lambda: environment_processes(state_dir) == {}, timeout=30, interval=0.2)
+        # Killed outright, its reaper stops the environments a moment later (a minute at most:
+        # on a machine loaded tenfold by other suites, 30 s once was not enough).
+        await eventually(lambda: environment_processes(state_dir) == {}, timeout=60, interval=0.2,
+                         explain=lambda: f"still running: {environment_processes(state_dir)}")
         await eventually(lambda: still_running(started) == [], timeout=30, interval=0.2)
         assert mentioning(str(state_dir)) == []
     finally:

@@ -35,6 +35,10 @@ async def _client(aiohttp_client: Callable[[web.Application], Awaitable[Client]]
     page = await eventually_page(test_client, f"/courses/{courses[0]}", headers("root", "admin"), "bob")
     assert "bob" in page
     yield test_client
+    # The app first (its help monitor and sessions use the connection until it stops), then the
+    # connection: closed under a running app, the monitor's channel broke and the app's cleanup
+    # could hang until pytest's timeout on a loaded machine.
+    await test_client.close()
     await conn.aclose()
 
 

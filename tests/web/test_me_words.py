@@ -137,6 +137,10 @@ async def client(aiohttp_client: Callable[[web.Application], Awaitable[Client]],
     while (await test_client.get("/healthz")).status != 200:
         assert time.monotonic() < deadline, "healthz never became ready"
     yield test_client
+    # The app first (its help monitor and sessions use the connection until it stops), then the
+    # connection: closed under a running app, the monitor's channel broke and the app's cleanup
+    # could hang until pytest's timeout on a loaded machine.
+    await test_client.close()
     await conn.aclose()
 
 
