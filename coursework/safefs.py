@@ -31,6 +31,34 @@ O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1024 * 1024
 TEMP_PREFIX = ".userland-tmp-"
+# Names and depths past these are never handed out or collected (said, and left as they are):
+# a name longer than most file systems allow, or a folder deeper than any assignment needs, is
+# a student's (or a source's) oddity, and must not cost the rest of a worker's batch.
+MAX_NAME_BYTES = 255
+MAX_DEPTH = 64
+
+
+def name_problem(name: str) -> str | None:
+    """Why one path component cannot be handed out or collected, or None when it can: a control
+    character (a newline would break every listing), bytes that are not UTF-8 (os.scandir gives
+    them as surrogates, which no JSON, tar header or digest can carry), or past 255 bytes."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "a name with a control character (such as a newline): left out; rename it"
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a name that is not UTF-8: left out; rename it"
+    if len(encoded) > MAX_NAME_BYTES:
+        return f"a name longer than {MAX_NAME_BYTES} bytes: left out; rename it"
+    return None
+
+
+def shown(path: str) -> str:
+    """A path as it can be said anywhere (JSON, logs, a page): odd bytes and control characters
+    escaped, at most 200 characters."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = "".join(c if ord(c) >= 32 and ord(c) != 127 else f"\\x{ord(c):02x}" for c in text)
+    return text[:200]
 
 
 class Blocked(Exception):
@@ -227,11 +255,13 @@ class Folder:
     def files(self, *, skip_top: frozenset[str] = frozenset(), skip_names: frozenset[str] = frozenset(),
               skipped: list[str] | None = None) -> Iterator[FoundFile]:
         """Every regular file below, depth first in name order, each open (the caller closes it).
-        Links, pipes and other special files are never opened; their paths go to `skipped`."""
-        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped)
+        Links, pipes and other special files are never opened; their paths go to `skipped`, and
+        so do names that cannot be carried (`name_problem`) and folders deeper than MAX_DEPTH,
+        with the reason (`shown`: printable)."""
+        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped, 1)
 
     def _walk(self, fd: int, prefix: str, skip_top: frozenset[str], skip_names: frozenset[str],
-              skipped: list[str] | None) -> Iterator[FoundFile]:
+              skipped: list[str] | None, depth: int) -> Iterator[FoundFile]:
         with os.scandir(fd) as listing:
             entries = sorted(listing, key=lambda e: e.name)
         for entry in entries:
@@ -239,19 +269,28 @@ class Folder:
             if (not prefix and entry.name in skip_top) or entry.name in skip_names \
                     or entry.name.startswith(TEMP_PREFIX):
                 continue
+            problem = name_problem(entry.name)
+            if problem is not None:
+                if skipped is not None:
+                    skipped.append(f"{shown(rel)} ({problem})")
+                continue
             try:
                 info = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
             if stat.S_ISDIR(info.st_mode):
+                if depth >= MAX_DEPTH:
+                    if skipped is not None:
+                        skipped.append(f"{shown(rel)}/ (folders deeper than {MAX_DEPTH} levels: left out)")
+                    continue
                 try:
                     child = os.open(entry.name, O_DIR, dir_fd=fd)
                 except OSError:
                     if skipped is not None:
-                        skipped.append(rel + "/")
+                        skipped.append(shown(rel) + "/")
                     continue
                 try:
-                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped)
+                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped, depth + 1)
                 finally:
                     os.close(child)
             elif stat.S_ISREG(info.st_mode):
@@ -259,14 +298,14 @@ class Folder:
                     file_fd = os.open(entry.name, O_READ, dir_fd=fd)
                 except OSError:
                     if skipped is not None:
-                        skipped.append(rel)
+                        skipped.append(shown(rel))
                     continue
                 opened = os.fstat(file_fd)
                 if not stat.S_ISREG(opened.st_mode):
                     os.close(file_fd)
                     if skipped is not None:
-                        skipped.append(rel)
+                        skipped.append(shown(rel))
                     continue
                 yield FoundFile(rel, file_fd, opened.st_size, opened.st_mode, opened.st_mtime)
             elif skipped is not None:
-                skipped.append(rel)
+                skipped.append(shown(rel))

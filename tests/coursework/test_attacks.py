@@ -1,0 +1,131 @@
+"""Attack review of assignments (SECURITY.md, "Attack review of assignments"): what one student
+(or one file of a source) can do to a worker batch, to their own hand-out record, to the store.
+
+Real: the store over HTTP on loopback, the worker's own code (`coursework.worker.run`, what a
+worker Pod runs) on real folders in tmp, real git behind git's http-backend where a source is
+needed. Nothing is patched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.coursework import STORE_SECRET as SECRET
+from tests.support.coursework import GitServer, store_server
+from userland.coursework.trees import Limits
+from userland.coursework.worker import run
+from userland.platform.coursework import Job, JobScope, Member, job_token
+from userland.platform.store_client import StoreClient
+
+NS, ASG = "course", "week1"
+ROUND = "20261207T235900Z"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[str]:
+    async with store_server(tmp_path / "store", source_limits=Limits(100, 10**7),
+                            copy_limits=Limits(100, 10**7)) as url:
+        yield url
+
+
+@pytest.fixture
+async def operator(store: str) -> AsyncIterator[StoreClient]:
+    client = StoreClient(store, SECRET, "operator")
+    yield client
+    await client.close()
+
+
+def volumes(tmp_path: Path, *logins: str) -> list[Member]:
+    found = []
+    for login in logins:
+        (tmp_path / "volumes" / login / "week1").mkdir(parents=True)
+        found.append(Member(login, "jupyterlab", str(tmp_path / "volumes" / login)))
+    return found
+
+
+def job(kind: str, members: list[Member], **kwargs: object) -> Job:
+    scope = JobScope(kind=kind, namespace=NS, assignment=ASG, members=tuple(members),  # type: ignore[arg-type]
+                     expires=int(time.time()) + 600, source=str(kwargs.pop("source", "")),
+                     round=str(kwargs.pop("round", "")))
+    return Job(scope=scope, path="week1", **kwargs)  # type: ignore[arg-type]
+
+
+async def work(store: str, the_job: Job, tmp_path: Path) -> int:
+    scratch = tmp_path / f"scratch-{time.monotonic_ns()}"
+    scratch.mkdir()
+    return await run(the_job, job_token(SECRET, the_job.scope), store, scratch)
+
+
+def undeep(folder: Path) -> None:
+    """Remove what `deep` made, bottom up (shutil.rmtree, and so pytest's own clean-up of tmp
+    folders, recurses once per level and fails past about 1,000)."""
+    subprocess.run(["rm", "-rf", "--", str(folder / "d")], check=True)
+
+
+def deep(folder: Path, levels: int) -> None:
+    """`d/d/d/.../f.txt`, `levels` deep, made with relative steps (no path is too long)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        done = os.open("f.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(done, b"deep\n")
+        os.close(done)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("case", ["newline", "not utf-8", "very deep"])
+async def test_one_students_odd_file_fails_only_that_student(store: str, operator: StoreClient,
+                                                              tmp_path: Path, case: str) -> None:
+    """bob leaves a file whose name is odd (a newline, bytes that are not UTF-8) or a folder
+    1,200 levels deep; the collection of the batch goes on: alice's copy is taken, bob's is
+    either taken without the odd file (said as skipped) or refused with a reason in words."""
+    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    (Path(alice.mount) / "week1" / "answer.py").write_text("alice\n")
+    bob_week = Path(bob.mount) / "week1"
+    (bob_week / "answer.py").write_text("bob\n")
+    if case == "newline":
+        (bob_week / "odd\nname.py").write_text("x\n")
+    elif case == "not utf-8":
+        os.close(os.open(os.fsencode(str(bob_week)) + b"/caf\xe9.py", os.O_WRONLY | os.O_CREAT, 0o644))
+    else:
+        deep(bob_week, 1200)
+    try:
+        assert await work(store, job("collect", members, round=ROUND), tmp_path) == 0
+    finally:
+        if case == "very deep":
+            undeep(bob_week)
+    state = await operator.state(NS, ASG)
+    copies = state["copies"].get(ROUND, {})
+    assert copies["jupyterlab/alice"]["files"] == 1
+    bob_result = copies.get("jupyterlab/bob") or state["collectFailed"][ROUND]["jupyterlab/bob"]
+    # bob's copy is taken without what cannot be carried (the worker logs it as left out).
+    assert bob_result["files"] == 1, bob_result
+
+
+async def test_odd_names_in_the_source_are_left_out_and_the_rest_handed_out(
+        git_server: GitServer, store: str, operator: StoreClient, tmp_path: Path) -> None:
+    """A repository with a file named with a newline, one whose name is not UTF-8 and one 80
+    folders deep: the fetch says each as left out; every student gets
+    the rest."""
+    odd = {"a.py": "a\n", "odd\nname.py": "x\n", "caf\udce9.py": "x\n",
+           "/".join(["d"] * 80) + "/deep.py": "x\n"}
+    commit = git_server.repo("odd", odd)  # type: ignore[arg-type]
+    fetched = await operator.fetch(NS, ASG, url=git_server.url_of("odd"), ref="main", sub_path="")
+    assert fetched["count"] == 1, fetched
+    assert len(fetched["skipped"]) == 3
+    _alice, bob = members = volumes(tmp_path, "alice", "bob")
+    assert await work(store, job("handout", members, source=fetched["key"], commit=commit), tmp_path) == 0
+    state = await operator.state(NS, ASG)
+    assert {k: v["state"] for k, v in state["handout"].items()} == {
+        "jupyterlab/alice": "HandedOut", "jupyterlab/bob": "HandedOut"}
+    assert sorted(p.name for p in (Path(bob.mount) / "week1").iterdir()) == [".userland-handout.json", "a.py"]
