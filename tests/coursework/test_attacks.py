@@ -7,6 +7,7 @@ needed. Nothing is patched."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -129,3 +130,46 @@ async def test_odd_names_in_the_source_are_left_out_and_the_rest_handed_out(
     assert {k: v["state"] for k, v in state["handout"].items()} == {
         "jupyterlab/alice": "HandedOut", "jupyterlab/bob": "HandedOut"}
     assert sorted(p.name for p in (Path(bob.mount) / "week1").iterdir()) == [".userland-handout.json", "a.py"]
+
+
+def sparse(path: Path, size: int = 100 * 1024**3) -> None:
+    """`truncate -s 100G`: a file of 100 GiB that takes no room (and reads as zeros)."""
+    with open(path, "wb") as out:
+        out.truncate(size)
+
+
+async def test_a_sparse_file_where_the_source_has_one_is_not_read(
+        git_server: GitServer, store: str, operator: StoreClient, tmp_path: Path) -> None:
+    """bob puts a 100 GiB sparse file where the hand-out has hello.py: deciding whether he changed
+    it must not read 100 GiB. It is his (a conflict, kept as he has it); alice gets hers."""
+    commit = git_server.repo("sparse", {"hello.py": "print('hi')\n", "b.py": "b\n"})
+    fetched = await operator.fetch(NS, ASG, url=git_server.url_of("sparse"), ref="main", sub_path="")
+    _alice, bob = members = volumes(tmp_path, "alice", "bob")
+    sparse(Path(bob.mount) / "week1" / "hello.py")
+    started = time.monotonic()
+    the_job = job("handout", members, source=fetched["key"], commit=commit)
+    assert await asyncio.wait_for(work(store, the_job, tmp_path), timeout=20) == 0
+    assert time.monotonic() - started < 20
+    state = (await operator.state(NS, ASG))["handout"]
+    assert state["jupyterlab/alice"]["state"] == "HandedOut"
+    assert state["jupyterlab/bob"]["state"] == "Conflicts"
+    assert state["jupyterlab/bob"]["conflicts"] == [["hello.py", "exists"]]
+    assert (Path(bob.mount) / "week1" / "b.py").read_text() == "b\n"
+    assert os.stat(Path(bob.mount) / "week1" / "hello.py").st_size == 100 * 1024**3
+
+
+async def test_a_sparse_file_is_refused_in_words_and_the_others_collected(
+        store: str, operator: StoreClient, tmp_path: Path) -> None:
+    """bob's folder holds a 100 GiB sparse file: his copy is refused with the limit in words,
+    nothing of it is read; alice's copy is taken."""
+    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    (Path(alice.mount) / "week1" / "answer.py").write_text("alice\n")
+    (Path(bob.mount) / "week1" / "answer.py").write_text("bob\n")
+    sparse(Path(bob.mount) / "week1" / "data.bin")
+    the_job = job("collect", members, round=ROUND)
+    assert await asyncio.wait_for(work(store, the_job, tmp_path), timeout=20) == 0
+    state = await operator.state(NS, ASG)
+    assert state["copies"][ROUND]["jupyterlab/alice"]["files"] == 1
+    assert "jupyterlab/bob" not in state["copies"][ROUND]
+    failed = state["collectFailed"][ROUND]["jupyterlab/bob"]
+    assert failed["state"] == "Failed" and "larger than" in failed["reason"], failed
