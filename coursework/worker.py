@@ -34,7 +34,7 @@ from typing import Any, BinaryIO, cast
 
 import aiohttp
 
-from userland.coursework.apply import Copy, Outcome, hand_out, take_copy
+from userland.coursework.apply import Copy, Outcome, Sealer, hand_out, take_copy
 from userland.coursework.pipes import produce
 from userland.coursework.safefs import shown
 from userland.coursework.trees import CopyResult, IndexEntry, Limits, read_index
@@ -137,7 +137,8 @@ async def run_handout(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
         try:
             with tarfile.open(tar) as archive:
                 outcome = hand_out(member.mount, job.path, index, lambda p: _member(archive, p),
-                                   assignment=label, commit=job.commit)
+                                   assignment=label, commit=job.commit,
+                                   sealer=Sealer(job.manifest_key, member.key, job.path))
         except Exception as err:  # one student's trouble is theirs, never the batch's
             outcome = unexpected(member, "handing out", err)
         return {"template": member.template, "login": member.login, "commit": job.commit, **outcome.to_json()}
@@ -317,8 +318,9 @@ async def run_feedback(job: Job, store: StoreForWorker, scratch: Path) -> list[J
                     return _member(archive, path)
                 return io.BytesIO(generated)
 
-            outcome = hand_out(member.mount, f"{job.path}/{FEEDBACK_FOLDER}", index, open_member,
-                               assignment=label, commit=digest)
+            into = f"{job.path}/{FEEDBACK_FOLDER}"
+            outcome = hand_out(member.mount, into, index, open_member, assignment=label, commit=digest,
+                               sealer=Sealer(job.manifest_key, member.key, into))
         finally:
             if archive is not None:
                 archive.close()

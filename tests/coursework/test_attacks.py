@@ -8,6 +8,8 @@ needed. Nothing is patched."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import subprocess
 import time
@@ -20,7 +22,8 @@ from tests.support.coursework import STORE_SECRET as SECRET
 from tests.support.coursework import GitServer, store_server
 from userland.coursework.trees import Limits
 from userland.coursework.worker import run
-from userland.platform.coursework import Job, JobScope, Member, job_token
+from userland.platform.assignments import MANIFEST_NAME
+from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
 from userland.platform.store_client import StoreClient
 
 NS, ASG = "course", "week1"
@@ -53,7 +56,8 @@ def job(kind: str, members: list[Member], **kwargs: object) -> Job:
     scope = JobScope(kind=kind, namespace=NS, assignment=ASG, members=tuple(members),  # type: ignore[arg-type]
                      expires=int(time.time()) + 600, source=str(kwargs.pop("source", "")),
                      round=str(kwargs.pop("round", "")))
-    return Job(scope=scope, path="week1", **kwargs)  # type: ignore[arg-type]
+    return Job(scope=scope, path="week1", manifest_key=manifest_key(SECRET, NS, ASG),
+               **kwargs)  # type: ignore[arg-type]
 
 
 async def work(store: str, the_job: Job, tmp_path: Path) -> int:
@@ -173,3 +177,44 @@ async def test_a_sparse_file_is_refused_in_words_and_the_others_collected(
     assert "jupyterlab/bob" not in state["copies"][ROUND]
     failed = state["collectFailed"][ROUND]["jupyterlab/bob"]
     assert failed["state"] == "Failed" and "larger than" in failed["reason"], failed
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+async def test_a_forged_hand_out_record_is_not_trusted(git_server: GitServer, store: str,
+                                                       operator: StoreClient, tmp_path: Path) -> None:
+    """The record of what was handed out (`.userland-handout.json`) lives in the student's
+    folder. alice rewrites it to claim that her own notes.md and her edited hello.py are what she
+    was given: the next hand-out (the source changed hello.py and has no notes.md) would then
+    overwrite her hello.py and delete her notes.md. A record the platform did not seal is not
+    trusted: both stay hers (conflicts); bob, who forged nothing, gets the update."""
+    repo = {"hello.py": "print('hi')\n", "old.txt": "old\n"}
+    first = git_server.repo("forged", repo)
+    fetched = await operator.fetch(NS, ASG, url=git_server.url_of("forged"), ref="main", sub_path="")
+    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    assert await work(store, job("handout", members, source=fetched["key"], commit=first), tmp_path) == 0
+    week = Path(alice.mount) / "week1"
+    (week / "hello.py").write_bytes(b"print('my answer')\n")
+    (week / "notes.md").write_bytes(b"my notes\n")
+    record = json.loads((week / MANIFEST_NAME).read_text())
+    record["files"] = {"hello.py": sha256(b"print('my answer')\n"), "notes.md": sha256(b"my notes\n"),
+                       "old.txt": sha256(b"old\n")}
+    (week / MANIFEST_NAME).write_text(json.dumps(record))
+    second = git_server.repo("forged", {"hello.py": "print('hi, fixed')\n", "old.txt": "old\n"})
+    fetched = await operator.fetch(NS, ASG, url=git_server.url_of("forged"), ref="main", sub_path="")
+    assert await work(store, job("handout", members, source=fetched["key"], commit=second), tmp_path) == 0
+    assert (week / "notes.md").read_bytes() == b"my notes\n"
+    assert (week / "hello.py").read_bytes() == b"print('my answer')\n"
+    assert (Path(bob.mount) / "week1" / "hello.py").read_text() == "print('hi, fixed')\n"
+    state = (await operator.state(NS, ASG))["handout"]
+    assert ["hello.py", "exists"] in state["jupyterlab/alice"]["conflicts"]
+    assert state["jupyterlab/bob"]["state"] == "HandedOut"
+    # bob copies alice's record (sealed for her) into his folder: not trusted for him either.
+    (Path(bob.mount) / "week1" / "hello.py").write_text("bob's own\n")
+    (Path(bob.mount) / "week1" / MANIFEST_NAME).write_bytes((week / MANIFEST_NAME).read_bytes())
+    third = git_server.repo("forged", {"hello.py": "print('hi, fixed again')\n"})
+    fetched = await operator.fetch(NS, ASG, url=git_server.url_of("forged"), ref="main", sub_path="")
+    assert await work(store, job("handout", [bob], source=fetched["key"], commit=third), tmp_path) == 0
+    assert (Path(bob.mount) / "week1" / "hello.py").read_text() == "bob's own\n"
