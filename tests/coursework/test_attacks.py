@@ -11,8 +11,12 @@ import asyncio
 import hashlib
 import json
 import os
+import struct
 import subprocess
 import time
+import tracemalloc
+import zipfile
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from userland.coursework.trees import Limits
 from userland.coursework.worker import run
 from userland.platform.assignments import MANIFEST_NAME
 from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
-from userland.platform.store_client import StoreClient
+from userland.platform.store_client import StoreClient, StoreError
 
 NS, ASG = "course", "week1"
 ROUND = "20261207T235900Z"
@@ -218,3 +222,78 @@ async def test_a_forged_hand_out_record_is_not_trusted(git_server: GitServer, st
     fetched = await operator.fetch(NS, ASG, url=git_server.url_of("forged"), ref="main", sub_path="")
     assert await work(store, job("handout", [bob], source=fetched["key"], commit=third), tmp_path) == 0
     assert (Path(bob.mount) / "week1" / "hello.py").read_text() == "bob's own\n"
+
+
+def zeros_zip(path: Path, entries: dict[str, int]) -> bytes:
+    """A zip of files of zeros (deflated: 1,000 to 1 or better), written without ever holding
+    one: its bytes."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, size in entries.items():
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with archive.open(info, "w", force_zip64=size > 2**31) as target:
+                chunk = bytes(1024 * 1024)
+                for left in range(size, 0, -len(chunk)):
+                    target.write(chunk[:left])
+    return path.read_bytes()
+
+
+def many_entries_zip(count: int) -> bytes:
+    """A zip whose central directory lists `count` entries, all the same 1-byte file: 47 bytes
+    an entry, so a million are a 47 MB upload that zipfile turns into a million objects."""
+    name = b"alice/a"
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, zlib.crc32(b"x"), 1, 1, len(name), 0)
+    local += name + b"x"
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, zlib.crc32(b"x"), 1, 1,
+                          len(name), 0, 0, 0, 0, 0, 0) + name
+    directory = central * count
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
+                      len(directory), len(local), 0)
+    return local + directory + end
+
+
+@pytest.fixture
+async def web(store: str) -> AsyncIterator[StoreClient]:
+    client = StoreClient(store, SECRET, "web")
+    yield client
+    await client.close()
+
+
+async def test_a_feedback_zip_bomb_is_refused_in_words_and_loses_nothing(
+        store: str, web: StoreClient, operator: StoreClient, tmp_path: Path) -> None:
+    """Staff upload a zip of 300 MB of zeros in one file (a few hundred KB deflated), then one
+    whose directory lists a million entries: each is refused in words, without the store holding
+    it in memory, and the feedback uploaded before is still there, unchanged."""
+    await web.put_feedback(NS, ASG, zeros_zip(tmp_path / "good.zip", {"alice/notes.md": 5}))
+    before = (await operator.state(NS, ASG))["feedback"]
+    assert set(before) == {"alice"}
+    bomb = zeros_zip(tmp_path / "bomb.zip", {"bob/zeros.bin": 300 * 1024 * 1024})
+    assert len(bomb) < 2 * 1024 * 1024
+    many = many_entries_zip(1_000_000)
+    for upload, words in ((bomb, "larger than"), (many, "entries")):
+        tracemalloc.start()
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreError) as refused:
+                await web.put_feedback(NS, ASG, upload)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert refused.value.status == 400 and words in refused.value.message, refused.value.message
+        assert peak < 64 * 1024 * 1024 + len(upload), f"the store held {peak:,} bytes for {words}"
+        assert time.monotonic() - started < 10
+    assert (await operator.state(NS, ASG))["feedback"] == before
+
+
+async def test_a_large_feedback_file_within_the_limits_is_streamed(
+        store: str, web: StoreClient, operator: StoreClient, tmp_path: Path) -> None:
+    """A 100 MB file of feedback (within the limits) is taken, but never held in memory whole."""
+    upload = zeros_zip(tmp_path / "big.zip", {"alice/recording.bin": 100 * 1024 * 1024})
+    tracemalloc.start()
+    try:
+        answer = await web.put_feedback(NS, ASG, upload)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert answer["students"] == {"alice": {"files": 1, "bytes": 100 * 1024 * 1024}}
+    assert peak < 48 * 1024 * 1024, f"the store held {peak:,} bytes"
