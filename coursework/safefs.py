@@ -18,6 +18,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -31,6 +32,9 @@ O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1024 * 1024
 TEMP_PREFIX = ".userland-tmp-"
+# Exactly the names write_file gives its temporary files: a student's own file that merely
+# starts the same way is theirs, and collected.
+TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[0-9a-f]{12}")
 # Names and depths past these are never handed out or collected (said, and left as they are):
 # a name longer than most file systems allow, or a folder deeper than any assignment needs, is
 # a student's (or a source's) oddity, and must not cost the rest of a worker's batch.
@@ -282,7 +286,7 @@ class Folder:
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             if (not prefix and entry.name in skip_top) or entry.name in skip_names \
-                    or entry.name.startswith(TEMP_PREFIX):
+                    or TEMP_NAME.fullmatch(entry.name):
                 continue
             problem = name_problem(entry.name)
             if problem is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import os
 import struct
@@ -297,3 +298,40 @@ async def test_a_large_feedback_file_within_the_limits_is_streamed(
         tracemalloc.stop()
     assert answer["students"] == {"alice": {"files": 1, "bytes": 100 * 1024 * 1024}}
     assert peak < 48 * 1024 * 1024, f"the store held {peak:,} bytes"
+
+
+@pytest.mark.parametrize("link", ["relative", "absolute", "parent"])
+async def test_a_feedback_folder_that_is_a_link_never_writes_elsewhere(
+        store: str, web: StoreClient, operator: StoreClient, tmp_path: Path, link: str) -> None:
+    """alice replaces her `feedback/` with a link to bob's folder (relative, absolute, or `..`
+    up to the volumes), hoping her feedback lands in his folder and overwrites his work: her
+    return fails in words, bob's folder is untouched, bob gets his own."""
+    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    bob_week = Path(bob.mount) / "week1"
+    (bob_week / "notes.md").write_text("bob's own notes\n")
+    target = {"relative": "../../bob/week1", "absolute": str(bob_week), "parent": "../.."}[link]
+    os.symlink(target, Path(alice.mount) / "week1" / "feedback")
+    upload = io.BytesIO()
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("alice/notes.md", "overwritten?\n")
+        archive.writestr("bob/review.md", "for bob\n")
+    await web.put_feedback(NS, ASG, upload.getvalue())
+    feedback = {"alice": ("", "", "d1"), "bob": ("", "", "d2")}
+    assert await work(store, job("feedback", members, feedback=feedback), tmp_path) == 0
+    assert (bob_week / "notes.md").read_text() == "bob's own notes\n"
+    assert sorted(p.name for p in bob_week.iterdir()) == ["feedback", "notes.md"]
+    assert (bob_week / "feedback" / "review.md").read_text() == "for bob\n"
+    assert not (tmp_path / "volumes" / "notes.md").exists()
+    alice_back = (await operator.state(NS, ASG))["feedbackReturned"]["jupyterlab/alice"]
+    assert alice_back["state"] == "Failed" and "a link" in alice_back["reason"]
+
+
+async def test_a_students_file_named_like_the_workers_temporary_files_is_collected(
+        store: str, operator: StoreClient, tmp_path: Path) -> None:
+    """The worker's temporary files are left out of copies by their name: a student's own file
+    that merely starts the same way (`.userland-tmp-notes.md`) is their work, and is collected."""
+    (alice,) = volumes(tmp_path, "alice")
+    (Path(alice.mount) / "week1" / ".userland-tmp-notes.md").write_text("mine\n")
+    (Path(alice.mount) / "week1" / "answer.py").write_text("42\n")
+    assert await work(store, job("collect", [alice], round=ROUND), tmp_path) == 0
+    assert (await operator.state(NS, ASG))["copies"][ROUND]["jupyterlab/alice"]["files"] == 2
