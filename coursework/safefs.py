@@ -69,6 +69,10 @@ class Blocked(Exception):
     """Something that is not a folder (a link, a file) stands where a folder is needed."""
 
 
+class TooManyEntries(Exception):
+    """A folder lists more entries than the caller allows (never listed whole)."""
+
+
 class Changed(Exception):
     """The target changed between the plan and the write: it is left as it is now."""
 
@@ -272,17 +276,26 @@ class Folder:
         os.unlink(name, dir_fd=parent_fd)
 
     def files(self, *, skip_top: frozenset[str] = frozenset(), skip_names: frozenset[str] = frozenset(),
-              skipped: list[str] | None = None) -> Iterator[FoundFile]:
+              skipped: list[str] | None = None, max_entries: int | None = None) -> Iterator[FoundFile]:
         """Every regular file below, depth first in name order, each open (the caller closes it).
         Links, pipes and other special files are never opened; their paths go to `skipped`, and
         so do names that cannot be carried (`name_problem`) and folders deeper than MAX_DEPTH,
-        with the reason (`shown`: printable)."""
-        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped, 1)
+        with the reason (`shown`: printable). A folder that lists more than `max_entries` is not
+        read past that (TooManyEntries): a student's folder of a million empty files must not
+        cost the worker a million listing entries in memory."""
+        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped, 1, max_entries)
 
     def _walk(self, fd: int, prefix: str, skip_top: frozenset[str], skip_names: frozenset[str],
-              skipped: list[str] | None, depth: int) -> Iterator[FoundFile]:
+              skipped: list[str] | None, depth: int, max_entries: int | None) -> Iterator[FoundFile]:
+        listed = []
         with os.scandir(fd) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
+            for entry in listing:
+                listed.append(entry)
+                if max_entries is not None and len(listed) > max_entries:
+                    where = shown(prefix) or "the folder"
+                    raise TooManyEntries(f"{where} lists more than {max_entries:,} entries")
+        entries = sorted(listed, key=lambda e: e.name)
+        del listed
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             if (not prefix and entry.name in skip_top) or entry.name in skip_names \
@@ -309,7 +322,8 @@ class Folder:
                         skipped.append(shown(rel) + "/")
                     continue
                 try:
-                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped, depth + 1)
+                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped, depth + 1,
+                                         max_entries)
                 finally:
                     os.close(child)
             elif stat.S_ISREG(info.st_mode):

@@ -24,7 +24,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
 
-from userland.coursework.safefs import CHUNK, MAX_DEPTH, Folder, name_problem, shown
+from userland.coursework.safefs import (
+    CHUNK,
+    MAX_DEPTH,
+    Folder,
+    FoundFile,
+    TooManyEntries,
+    name_problem,
+    shown,
+)
 from userland.platform.assignments import FEEDBACK_FOLDER, MANIFEST_NAME
 from userland.platform.coursework import size_words, tree_digest
 
@@ -206,7 +214,9 @@ def write_copy(folder: Folder, out: BinaryIO, limits: Limits, *,
     digests: list[tuple[str, str]] = []
     total = 0
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as written:
-        for found in folder.files(skip_top=RESERVED_TOP, skip_names=GENERATED, skipped=skipped):
+        walk = folder.files(skip_top=RESERVED_TOP, skip_names=GENERATED, skipped=skipped,
+                            max_entries=limits.files)
+        for found in _too_many_is_too_large(walk, limits):
             try:
                 limits.check(len(digests) + 1, total + found.size, "the folder")
                 with open(found.fd, "rb", closefd=False) as source:
@@ -229,6 +239,14 @@ def write_copy(folder: Folder, out: BinaryIO, limits: Limits, *,
             finally:
                 os.close(found.fd)
     return CopyResult(tree_digest(digests), len(digests), total, skipped)
+
+
+def _too_many_is_too_large(walk: Iterator[FoundFile], limits: Limits) -> Iterator[FoundFile]:
+    """A folder listing more entries than the copy may hold files is past the limit, in words."""
+    try:
+        yield from walk
+    except TooManyEntries:
+        raise TooLarge(f"the folder has more than {limits.files:,} files (the limit)") from None
 
 
 def _spool_all(source: IO[bytes], limit: int) -> tuple[str, tempfile.SpooledTemporaryFile[bytes]]:
