@@ -54,7 +54,7 @@ def write_collected(entries: Iterable[ZipEntry], out: BinaryIO, *, nested: bool)
         for entry in entries:
             prefix = f"{entry.login}/{entry.template}/" if nested else f"{entry.login}/"
             for name, member, data in members(str(entry.tar)):
-                info = zipfile.ZipInfo(prefix + name, date_time=_date(member.mtime))
+                info = zipfile.ZipInfo(prefix + portable(name), date_time=_date(member.mtime))
                 info.external_attr = ((0o755 if member.mode & 0o111 else 0o644) | stat.S_IFREG) << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
                 with archive.open(info, "w", force_zip64=member.size >= ZIP64_AT) as target:
@@ -62,6 +62,14 @@ def write_collected(entries: Iterable[ZipEntry], out: BinaryIO, *, nested: bool)
                         target.write(chunk)
                 count += 1
     return count
+
+
+def portable(name: str) -> str:
+    r"""A student's file name as a zip member every extractor keeps below its folder: `\` is a
+    folder separator to Windows' zip tools (`..\..\evil.bat` would climb out of the folder the
+    teacher extracts into) and `:` names a drive or a stream there, so both are written
+    percent-encoded (`%5C`, `%3A`); every other name is kept as it is."""
+    return name.replace("\\", "%5C").replace(":", "%3A")
 
 
 def _date(mtime: float) -> tuple[int, int, int, int, int, int]:

@@ -364,3 +364,27 @@ async def test_a_folder_of_200_000_empty_files_is_refused_without_listing_it_who
     failed = state["collectFailed"][ROUND]["jupyterlab/bob"]
     assert "more than 20,000 files" in failed["reason"], failed
     assert peak < 16 * 1024 * 1024, f"the worker held {peak:,} bytes"
+
+
+async def test_the_collected_zip_cannot_climb_out_on_a_teachers_windows(
+        store: str, operator: StoreClient, web: StoreClient, tmp_path: Path) -> None:
+    """A backslash is an ordinary character in a Linux file name and a folder separator for
+    Windows' zip tools: alice names a file `..\\..\\Startup\\evil.bat`, hoping the teacher's
+    extraction of the course's zip writes it outside the folder they extract into. Every name in
+    the zip stays below its login, with no backslash; the file itself is still in her copy."""
+    (alice,) = volumes(tmp_path, "alice")
+    (Path(alice.mount) / "week1" / "..\\..\\Startup\\evil.bat").write_text("echo owned\n")
+    (Path(alice.mount) / "week1" / "C:\\evil.bat").write_text("echo owned\n")
+    assert await work(store, job("collect", [alice], round=ROUND), tmp_path) == 0
+    assert (await operator.state(NS, ASG))["copies"][ROUND]["jupyterlab/alice"]["files"] == 2
+    response = await web.open_zip(NS, ASG)
+    try:
+        data = await response.read()
+    finally:
+        response.release()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        names = archive.namelist()
+    assert len(names) == 2
+    for name in names:
+        assert "\\" not in name and ":" not in name and name.startswith("alice/"), names
+        assert ".." not in name.split("/"), names
