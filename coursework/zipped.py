@@ -101,7 +101,7 @@ def zip_entries(path: Path, most: int) -> int:
     """How many entries a zip's central directory holds, counted by walking its records (their
     headers only) before zipfile builds an object per entry; past `most` the count stops there
     (the declared count is not believed: zipfile itself reads as many as the directory holds).
-    BadZipFile when there is no end record."""
+    BadZipFile when there is no end record or the directory is not where it says."""
     with open(path, "rb") as handle:
         size = handle.seek(0, 2)
         tail_start = max(0, size - (END_TAIL + END_SIZE))
@@ -110,25 +110,33 @@ def zip_entries(path: Path, most: int) -> int:
         at = tail.rfind(b"PK\x05\x06")
         if at < 0 or len(tail) - at < END_SIZE:
             raise zipfile.BadZipFile("no end of central directory")
-        directory_size = int.from_bytes(tail[at + 12:at + 16], "little")
-        locator = tail_start + at - 20  # a zip64 end record's locator stands right before
-        if locator >= 0:
-            handle.seek(locator)
-            found = handle.read(20)
-            if found[:4] == b"PK\x06\x07":
-                handle.seek(int.from_bytes(found[8:16], "little"))
-                record = handle.read(56)
-                if record[:4] == b"PK\x06\x06" and len(record) == 56:
-                    directory_size = int.from_bytes(record[40:48], "little")
-        # The directory ends where the end records begin: walk back from there.
+        # The directory ends where the end records begin: the zip64 one (a record of 56 bytes and
+        # its 20-byte locator, right before the end record) when there is one.
         end = tail_start + at
-        handle.seek(max(0, end - directory_size))
+        directory_size = int.from_bytes(tail[at + 12:at + 16], "little")
+        if end >= 76:
+            handle.seek(end - 76)
+            record = handle.read(56)
+            locator = handle.read(20)
+            if locator[:4] == b"PK\x06\x07":
+                record_at = end - 76
+                if record[:4] != b"PK\x06\x06":  # a record with extensible data: where the locator says
+                    record_at = int.from_bytes(locator[8:16], "little")
+                    handle.seek(record_at)
+                    record = handle.read(56)
+                if record[:4] != b"PK\x06\x06" or len(record) < 56:
+                    raise zipfile.BadZipFile("a zip64 end record that is not where its locator says")
+                directory_size = int.from_bytes(record[40:48], "little")
+                end = record_at
+        if directory_size > end:
+            raise zipfile.BadZipFile("a central directory larger than the file")
+        handle.seek(end - directory_size)
         count = 0
         walked = 0
-        while walked + 46 <= directory_size and count <= most:
+        while walked < directory_size and count <= most:
             header = handle.read(46)
             if len(header) < 46 or header[:4] != b"PK\x01\x02":
-                break
+                raise zipfile.BadZipFile("the central directory is not where its end record says")
             extra = sum(int.from_bytes(header[i:i + 2], "little") for i in (28, 30, 32))
             handle.seek(extra, 1)
             walked += 46 + extra

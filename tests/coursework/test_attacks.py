@@ -239,9 +239,10 @@ def zeros_zip(path: Path, entries: dict[str, int]) -> bytes:
     return path.read_bytes()
 
 
-def many_entries_zip(count: int) -> bytes:
+def many_entries_zip(count: int, *, zip64: bool = False) -> bytes:
     """A zip whose central directory lists `count` entries, all the same 1-byte file: 47 bytes
-    an entry, so a million are a 47 MB upload that zipfile turns into a million objects."""
+    an entry, so a million are a 47 MB upload that zipfile turns into a million objects
+    (`zip64`: with the zip64 end record and locator, as zips of over 65,535 entries have)."""
     name = b"alice/a"
     local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, zlib.crc32(b"x"), 1, 1, len(name), 0)
     local += name + b"x"
@@ -250,7 +251,14 @@ def many_entries_zip(count: int) -> bytes:
     directory = central * count
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
                       len(directory), len(local), 0)
-    return local + directory + end
+    if not zip64:
+        return local + directory + end
+    record_at = len(local) + len(directory)
+    record = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, count, count, len(directory),
+                         len(local))
+    locator = struct.pack("<IIQI", 0x07064B50, 0, record_at, 1)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return local + directory + record + locator + end
 
 
 @pytest.fixture
@@ -263,15 +271,16 @@ async def web(store: str) -> AsyncIterator[StoreClient]:
 async def test_a_feedback_zip_bomb_is_refused_in_words_and_loses_nothing(
         store: str, web: StoreClient, operator: StoreClient, tmp_path: Path) -> None:
     """Staff upload a zip of 300 MB of zeros in one file (a few hundred KB deflated), then one
-    whose directory lists a million entries: each is refused in words, without the store holding
-    it in memory, and the feedback uploaded before is still there, unchanged."""
+    whose directory lists a million entries (plain, and zip64): each is refused in words,
+    without the store holding it in memory, and the feedback uploaded before is still there."""
     await web.put_feedback(NS, ASG, zeros_zip(tmp_path / "good.zip", {"alice/notes.md": 5}))
     before = (await operator.state(NS, ASG))["feedback"]
     assert set(before) == {"alice"}
     bomb = zeros_zip(tmp_path / "bomb.zip", {"bob/zeros.bin": 300 * 1024 * 1024})
     assert len(bomb) < 2 * 1024 * 1024
     many = many_entries_zip(1_000_000)
-    for upload, words in ((bomb, "larger than"), (many, "entries")):
+    many64 = many_entries_zip(1_000_000, zip64=True)
+    for upload, words in ((bomb, "larger than"), (many, "entries"), (many64, "entries")):
         tracemalloc.start()
         try:
             started = time.monotonic()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -233,3 +234,19 @@ def test_a_source_archive_naming_paths_outside_is_refused_member_by_member(tmp_p
     out.seek(0)
     with tarfile.open(fileobj=out) as archive:
         assert archive.getnames() == ["ok.py"]
+
+
+def test_a_zips_entries_are_counted_from_its_directory(tmp_path: Path) -> None:
+    """The count that guards feedback uploads (zipped.zip_entries) matches what zipfile reads,
+    for a plain zip, a zip64 one (over 65,535 entries) and one with a script prepended."""
+    from userland.coursework.zipped import zip_entries
+    for count in (3, 70_000):
+        path = tmp_path / f"{count}.zip"
+        with zipfile.ZipFile(path, "w") as archive:
+            for i in range(count):
+                archive.writestr(f"alice/{i}", b"")
+        assert zip_entries(path, 10**6) == count
+        assert zip_entries(path, 2) == 3  # stops past the most asked
+        prepended = tmp_path / f"{count}-sfx.zip"
+        prepended.write_bytes(b"#!/bin/sh\nexit 0\n" * 50 + path.read_bytes())
+        assert zip_entries(prepended, 10**6) == count
