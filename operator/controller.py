@@ -21,12 +21,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from userland.operator.apply import Applier
+from userland.operator.assignment_census import AssignmentCensus
 from userland.operator.assignments import AssignmentReconciler
 from userland.operator.census import Census
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import Caches, Key
 from userland.operator.loop import Loop, Reconciler
-from userland.operator.metrics import OperatorMetrics, StateCollector
+from userland.operator.metrics import AssignmentCollector, OperatorMetrics, StateCollector
 from userland.operator.route_conflicts import RouteConflicts
 from userland.operator.status import DEFAULT_START_TIMEOUT
 from userland.operator.templates import DryRuns, TemplateReconciler
@@ -90,6 +91,10 @@ class Controller:
                                if settings.store_secret else None)
         self._owns_store = store is None and self.store is not None
         self.worker_image = worker_image or settings.worker_image or "userland:local"
+        # Assignments by course and phase, students by state, copies missing (the same way).
+        self.assignment_census = AssignmentCensus()
+        self.caches.assignments.add_handler(self.assignment_census.observe)
+        self.metrics.registry.register(AssignmentCollector(self.metrics, self.assignment_census))
         self.assignment_reconciler = AssignmentReconciler(
             client, self.caches, self.events, self.queue, settings, self.metrics, store=self.store,
             clock=clock, worker_image=lambda: self.worker_image)

@@ -26,6 +26,9 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from userland.operator.assignment_census import PHASES as ASSIGNMENT_PHASES
+from userland.operator.assignment_census import STATES as ASSIGNMENT_STATES
+from userland.operator.assignment_census import AssignmentCensus
 from userland.operator.census import PHASES
 
 # Seconds from a student's new Userland to its environment Ready: a local process in under a
@@ -153,6 +156,40 @@ class StateCollector:
         yield failing
         yield waits
         yield line
+
+
+class AssignmentCollector:
+    """The assignment figures read at scrape time, from the assignment census: per course, every
+    phase and every student state (zeros too: a rule or panel never lacks a series), and the
+    copies whose moment has come but are not taken."""
+
+    def __init__(self, metrics: OperatorMetrics, census: AssignmentCensus) -> None:
+        self._metrics = metrics
+        self._census = census
+
+    def collect(self) -> Iterator[Metric]:
+        phases = GaugeMetricFamily("userland_assignments", "Assignments by course and phase "
+                                   "(Scheduled, HandingOut, Open, Collecting, Collected, Failed)",
+                                   labels=["course", "phase"])
+        students = GaugeMetricFamily("userland_assignment_students",
+                                     "Students' entries of the course's assignments by hand-out state "
+                                     "(Scheduled, Waiting, Pending, HandedOut, Conflicts, Failed, "
+                                     "NoEnvironment)",
+                                     labels=["course", "state"])
+        missing = GaugeMetricFamily("userland_assignment_copies_missing",
+                                    "Students' copies whose moment (deadline, extension, collect now) has "
+                                    "come and that are not taken yet", labels=["course"])
+        if self._metrics.is_leader:
+            census = self._census
+            for course in census.courses():
+                for phase in ASSIGNMENT_PHASES:
+                    phases.add_metric([course, phase], census.phases.get((course, phase), 0))
+                for state in ASSIGNMENT_STATES:
+                    students.add_metric([course, state], census.states.get((course, state), 0))
+                missing.add_metric([course], census.missing.get(course, 0))
+        yield phases
+        yield students
+        yield missing
 
 
 def health_app(

@@ -184,6 +184,18 @@ COURSE_DASHBOARD = Dashboard(
                   (q(f"sum by (action, outcome) (increase(userland_web_actions_total{COURSE}[1h]))",
                      "{{action}}: {{outcome}}"),), "table"),
         )),
+        Section("Assignments", (
+            Panel("Copies missing", "How many students' copies whose deadline has come are not taken yet?",
+                  (q(f"sum(userland_assignment_copies_missing{COURSE}) or vector(0)"),), "stat", width=6),
+            Panel("Could not receive an assignment", "How many students' hand-outs failed?",
+                  (q('sum(userland_assignment_students{course="$course",state="Failed"}) or vector(0)'),),
+                  "stat", width=6),
+            Panel("Assignments by phase", "Which assignments are being handed out, open, collected?",
+                  (q(f"sum by (phase) (userland_assignments{COURSE}) or vector(0)", "{{phase}}"),), width=6),
+            Panel("Students by hand-out state", "Have the students got their files, or kept their own?",
+                  (q(f"sum by (state) (userland_assignment_students{COURSE}) or vector(0)", "{{state}}"),),
+                  width=6),
+        )),
         Section("Help in the lab", (
             Panel("Asking for help, and help given, per hour",
                   "How many students ask for help, and how often do staff join (asked, or opened unasked)?",
@@ -286,6 +298,22 @@ OPERATOR = Dashboard(
                    q("sum(increase(userland_environment_wakes_total[1h]))", "wakes"),
                    q("sum by (reason) (increase(userland_environment_failures_total[1h]))",
                      "failed: {{reason}}"))),
+        )),
+        Section("Assignments", (
+            Panel("Worker Pods made per hour, by kind",
+                  "How much hand-out, collection and feedback work runs?",
+                  (q(per_second("userland_operator_assignment_worker_pods_total", by="kind") + " * 3600"
+                     + " or vector(0)", "{{kind}}"),)),
+            Panel("Source fetches (last hour), by result",
+                  "Can the store fetch the assignments' repositories?",
+                  (q("sum by (result) (increase(userland_operator_assignment_fetches_total[1h]))"
+                     " or vector(0)", "{{result}}"),)),
+            Panel("Copies taken over a minute late (last hour)",
+                  "Are students' copies taken at their deadline, or late (later edits may be in them)?",
+                  (q("sum(increase(userland_operator_assignment_copy_delay_seconds_count[1h])) - sum("
+                     "increase(userland_operator_assignment_copy_delay_seconds_bucket{le=\"60.0\"}[1h]))"
+                     " or vector(0)", "late copies"),
+                   q("sum(userland_assignment_copies_missing) or vector(0)", "missing now"))),
         )),
         Section("API server", (
             Panel("Requests per second, by verb and answer", "What does the operator ask of the API server?",

@@ -125,6 +125,11 @@ STARTER = {"week1/hello.py": "print('hello')\n", "week1/data/points.csv": "1,2\n
            "README.md": "course\n"}
 
 
+def _figure(course: Course, name: str, **labels: str) -> float | None:
+    """One of the operator's exported figures for this course, as a scrape would read it."""
+    return course.controller.metrics.registry.get_sample_value(name, {"course": course.ns, **labels})
+
+
 async def test_hand_out_to_running_asleep_and_suspended_students_and_one_added_later(course: Course) -> None:
     await course.add(template("lab"), template("sleepy", idle="1s"), userland("alice", "lab"),
                      userland("carol", "lab", suspended=True), userland("bob", "sleepy"))
@@ -153,6 +158,10 @@ async def test_hand_out_to_running_asleep_and_suspended_students_and_one_added_l
     assert status["source"]["commit"] == commit and status["handedOut"] == "3/3"
     assert status["phase"] == "Open"
     assert (await course.students())["lab/alice"]["commit"] == commit[:12]
+    # The operator's figures (what Prometheus scrapes) say the same, by course.
+    await eventually(lambda: _figure(course, "userland_assignment_students", state="HandedOut") == 3)
+    assert _figure(course, "userland_assignments", phase="Open") == 1
+    assert _figure(course, "userland_assignment_students", state="Failed") == 0
     # Nobody was woken or restarted for it.
     assert (await course.kube.get(DEPLOYMENTS, course.ns, "sleepy-bob"))["spec"]["replicas"] == 0
     assert (await course.kube.get(DEPLOYMENTS, course.ns, "lab-carol"))["spec"]["replicas"] == 0
@@ -226,6 +235,8 @@ async def test_collection_at_the_deadline_and_an_extension(course: Course) -> No
     assert due <= taken < due + timedelta(seconds=3)
     assert students["lab/bob"]["extended"] is True
     assert (await course.status())["collected"] == "2/2"
+    await eventually(lambda: _figure(course, "userland_assignments", phase="Collected") == 1)
+    assert _figure(course, "userland_assignment_copies_missing") == 0
     files = await _zip_files(course)
     assert files["alice/answer.py"] == b"print('on time')\n"
     assert "alice/late.py" not in files
