@@ -9,7 +9,10 @@ student's environments (platform/grants.py): then the code is for the student's 
 to the grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
 `<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
 A session that asks for more codes a minute than a browser would gets a 429 page instead.
-A GET is enough: the code only ever goes to the signed-in student's own origin.
+A GET is enough: the code only ever goes to the signed-in student's own origin. Only a page load
+(`Sec-Fetch-Mode: navigate`, when the browser says) gets one: an image, script or fetch that
+another page makes here (a student's page in a helping staff member's browser, same site) is
+refused before anything is issued, so it cannot use up the staff member's codes for the minute.
 
 `GET /auth/signed-out?chain=...`: the last step of a sign-out (session_routes.py): asks the
 browser to clear the platform origin's data, then goes home. Without a live chain it clears
@@ -54,9 +57,18 @@ def _target(origin: str | None, template_hosts: set[str], proto: str,
     return split_student_host(host, template_hosts)
 
 
+def is_page_load(request: web.Request) -> bool:
+    """A navigation (top level or a frame's), or a client that sends no fetch metadata."""
+    return request.headers.get("Sec-Fetch-Mode", "navigate") == "navigate"
+
+
 @fail_closed
 async def handoff(request: web.Request) -> web.StreamResponse:
     auth = auth_context(request)
+    if not is_page_load(request):
+        auth.refusals["cross_site"] += 1  # another page's request (proxy/metrics.py REFUSALS)
+        return pages.error_page(403, "Open it in the browser",
+                                "Environments are signed in when you open them, not from another page.")
     origin = normalize_origin(request.query.get("origin") or "")
     next_path = safe_path(request.query.get("next"))
     target = _target(origin, auth.template_hosts(), auth.proto, port_suffix(auth.settings.public_url))

@@ -1,0 +1,213 @@
+"""Attack review of help in the lab (issue 20), over HTTP: what the first review's tests did not
+try. Two gateway replicas and the end of a grant; a student's page using up the staff member's
+handoffs; identity headers forged by staff and owner, and a staff signature carried to the web UI;
+a student and a member of staff hammering the help forms. Real gateway replicas, web UI, Redis
+and control plane (help_support.py); each test is the attack, and SECURITY.md says what it found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import aiohttp
+import pytest
+import redis.asyncio
+from aiohttp import WSMsgType
+from aiohttp.test_utils import TestClient, TestServer
+from multidict import CIMultiDict
+
+from tests.support import eventually
+from userland.platform.grant_store import GrantStore
+from userland.platform.identity import verify_identity
+from userland.platform.kube import KubeClient
+from userland.web.help_queue import ASKS_PER_WINDOW
+
+from .conftest import SECRET, EchoFactory, GatewayFactory, World
+from .help_support import HTML, ORIGIN_COOKIE, Lab, origin_url, start_lab
+
+ALICE = origin_url("alice")
+CLOSED = (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING, WSMsgType.ERROR)
+# What Chromium sends for an <img> (or fetch no-cors) that alice's page makes to the platform.
+IMAGE_FROM_ALICE = {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+
+
+async def text(response: aiohttp.ClientResponse) -> str:
+    return html.unescape(await response.text())
+
+
+@pytest.fixture
+async def lab(kube: KubeClient, namespace: str, redis_url: str, world: World, echo_factory: EchoFactory,
+              gateway_factory: GatewayFactory) -> AsyncIterator[Lab]:
+    servers: list[TestServer] = []
+    try:
+        yield await start_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
+                              echo_factory=echo_factory, gateway_factory=gateway_factory, servers=servers)
+    finally:
+        for server in servers:
+            await server.close()
+
+
+async def live_grants(lab: Lab) -> list[Any]:
+    client = redis.asyncio.from_url(lab.redis_url)
+    try:
+        return await GrantStore(client).live_in(lab.namespace)
+    finally:
+        await client.aclose()
+
+
+async def redis_keys(lab: Lab, pattern: str) -> list[bytes]:
+    client = redis.asyncio.from_url(lab.redis_url)
+    try:
+        return [key async for key in client.scan_iter(match=pattern)]
+    finally:
+        await client.aclose()
+
+
+def on(gw: TestClient[Any, Any], origin: str, cookie: str, path: str = "/", **headers: str) -> Any:
+    return gw.get(path, allow_redirects=False,
+                  headers={"Host": urlsplit(origin).netloc, "Cookie": f"{ORIGIN_COOKIE}={cookie}", **headers})
+
+
+async def websocket(gw: TestClient[Any, Any], origin: str, cookie: str) -> aiohttp.ClientWebSocketResponse:
+    ws: aiohttp.ClientWebSocketResponse = await gw.ws_connect(
+        "/ws", headers={"Host": urlsplit(origin).netloc, "Cookie": f"{ORIGIN_COOKIE}={cookie}",
+                        "Origin": origin})
+    return ws
+
+
+async def test_ending_access_closes_staff_websockets_on_every_replica_within_5_seconds(
+        lab: Lab, gateway_factory: GatewayFactory) -> None:
+    """tina keeps a terminal open on each of two gateway replicas, and holds a handoff code she
+    has not redeemed yet; alice ends access. Both terminals close within 5 s, and neither replica
+    lets the cookie, the code or a new WebSocket in afterwards."""
+    second = await gateway_factory(web_url=lab.web_url, namespaces=(lab.namespace,))
+
+    async def routed() -> bool:
+        response: aiohttp.ClientResponse = await on(second, ALICE, "none", **HTML)
+        return response.status == 302
+    await eventually(routed, timeout=20)
+    await lab.ask("alice")
+    assert (await lab.join("tina", "alice")).status == 303
+    cookie = await lab.origin_cookie("tina", ALICE)
+    sockets = [await websocket(lab.gw, ALICE, cookie), await websocket(second, ALICE, cookie)]
+    for ws in sockets:
+        await ws.send_str("whoami")
+        assert "tina" in (await ws.receive(timeout=10)).data
+    unredeemed = await lab.handoff("tina", ALICE)
+    assert unredeemed.status == 302
+    [grant] = await live_grants(lab)
+
+    ended = await lab.post("alice", "/me/help/end", {"course": lab.namespace, "grant": grant.id})
+    assert ended.status == 303
+    started = time.monotonic()
+
+    async def closed_after(ws: aiohttp.ClientWebSocketResponse) -> float:
+        message = await ws.receive(timeout=10)
+        while message.type not in CLOSED:  # nothing else is sent to it; just in case
+            message = await ws.receive(timeout=10)
+        return time.monotonic() - started
+    waited = await asyncio.gather(*(closed_after(ws) for ws in sockets))
+    assert max(waited) < 5.0, waited
+
+    reached = len(lab.echoes["alice"].requests)
+    code_path = unredeemed.headers["Location"].split(".test", 1)[1]
+    for gw in (lab.gw, second):
+        page = await on(gw, ALICE, cookie, "/work", **HTML)
+        assert page.status == 403 and "has ended" in await text(page)
+        assert (await on(gw, ALICE, cookie, "/api/x")).status == 401
+        with pytest.raises(aiohttp.WSServerHandshakeError):
+            await websocket(gw, ALICE, cookie)
+    redeemed = await second.get(code_path, headers={"Host": "alice.ide.test"}, allow_redirects=False)
+    assert redeemed.status == 403 and ORIGIN_COOKIE not in redeemed.cookies
+    assert len(lab.echoes["alice"].requests) == reached
+
+
+async def test_a_students_page_cannot_use_up_the_staff_members_handoffs(lab: Lab) -> None:
+    """alice's page, running in tina's browser, adds images pointing at the platform's handoff
+    (same site: tina's platform cookie goes along). Each one was a handoff code issued to tina:
+    after 30 of them every environment tina opened said "Too many sign-ins" for a minute."""
+    await lab.ask("alice")
+    assert (await lab.join("tina", "alice")).status == 303
+    query = urlencode({"origin": ALICE, "next": "/"})
+    for _ in range(40):
+        image = await lab.gw.get(f"/auth/handoff?{query}", allow_redirects=False,
+                                 headers={**lab.platform("tina"), **IMAGE_FROM_ALICE, "Accept": "image/*"})
+        assert image.status == 403, image.status
+    for mode, dest in (("cors", "empty"), ("same-origin", "empty"), ("no-cors", "script")):
+        fetched = await lab.gw.get(f"/auth/handoff?{query}", allow_redirects=False, headers={
+            **lab.platform("tina"), "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": mode,
+            "Sec-Fetch-Dest": dest})
+        assert fetched.status == 403, (mode, fetched.status)
+    assert await redis_keys(lab, "userland:handoff:*") == []  # no code was issued for any of them
+    # tina's own page load (a navigation, from the dashboard's link) still signs her in.
+    navigation = await lab.gw.get(f"/auth/handoff?{query}", allow_redirects=False, headers={
+        **lab.platform("tina"), "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
+        "Sec-Fetch-Dest": "document"})
+    assert navigation.status == 302 and navigation.headers["Location"].startswith(ALICE + "/__userland/")
+    # A client that sends no fetch metadata (curl, an old browser) is not told apart.
+    assert (await lab.handoff("tina", ALICE)).status == 302
+
+
+async def test_staff_cannot_forge_the_identity_claim_nor_carry_it_to_the_web_ui(lab: Lab) -> None:
+    """tina (helping alice) sends identity headers of her own making; alice does too on her own
+    origin; alice's environment then replays the staff signature it received to the web UI,
+    around the gateway. None of it works: the environment sees what the gateway signed, and the
+    web UI refuses a signature made for environments."""
+    await lab.ask("alice")
+    assert (await lab.join("tina", "alice")).status == 303
+    cookie = await lab.origin_cookie("tina", ALICE)
+    forged = {"X-User": "bob", "X-User-Owner": "bob", "X-User-Role": "admin",
+              "X-User-Signature": "t=1,aud=env,v4=" + "0" * 64, "X-Forwarded-User": "teacher",
+              "X_User_Owner": "bob", "x-user-teams": "org/staff"}
+    seen = await on(lab.gw, ALICE, cookie, "/work", **forged)
+    assert seen.status == 200
+    received = await seen.json()
+    headers = CIMultiDict((k, v) for k, v in received["headers"])
+    who = verify_identity(headers, SECRET, audience="env")
+    assert (who.login, who.owner, who.role) == ("tina", "alice", "assistant")
+    assert headers.getall("X-User") == ["tina"] and headers.getall("X-User-Owner") == ["alice"]
+    assert not {"X-Forwarded-User", "X_User_Owner", "X-User-Teams"} & set(headers)
+    # Neither tina's origin cookie nor any platform cookie reaches the environment she works in.
+    assert all(ORIGIN_COOKIE not in c and "userland_session" not in c for c in received["cookie_header"])
+
+    # The owner cannot make herself staff (or raise a role) on her own environment either.
+    own = await lab.origin_cookie("alice", ALICE)
+    mine = await on(lab.gw, ALICE, own, "/work", **forged)
+    mine_headers = CIMultiDict((k, v) for k, v in (await mine.json())["headers"])
+    me = verify_identity(mine_headers, SECRET, audience="env")
+    assert (me.login, me.owner, me.role) == ("alice", "", "")
+
+    # alice's environment replays tina's signed headers to the web UI, around the gateway.
+    replay = {k: v for k, v in headers.items() if k.lower().startswith("x-user")}
+    async with aiohttp.ClientSession() as http:
+        for path in ("/me", f"/courses/{lab.namespace}"):
+            async with http.get(lab.web_url + path, headers={**replay, **HTML}, allow_redirects=False) as r:
+                assert r.status == 401, (path, r.status)
+    # Through the gateway the headers are stripped: the web UI sees alice, a student, as ever.
+    platform = await lab.gw.get(f"/courses/{lab.namespace}", allow_redirects=False,
+                                headers={**lab.platform("alice"), **replay, **HTML})
+    assert platform.status == 404  # not staff of the course
+
+
+async def test_a_student_spamming_help_keeps_one_request_and_staff_spamming_join_get_nothing(
+        lab: Lab) -> None:
+    """alice asks (and cancels) in a loop; tina presses Join on bob, who never asked, in a loop."""
+    statuses = [(await lab.ask("alice", f"try {i}")).status for i in range(ASKS_PER_WINDOW + 5)]
+    assert statuses[:ASKS_PER_WINDOW] == [303] * ASKS_PER_WINDOW
+    assert set(statuses[ASKS_PER_WINDOW:]) == {429}
+    dashboard = await lab.page("tina", f"/courses/{lab.namespace}")
+    assert dashboard.count('data-student="alice"') == 1  # one open request, whatever she does
+    for _ in range(10):
+        cancelled = await lab.post("alice", "/me/help/cancel", {"course": lab.namespace})
+        assert cancelled.status == 303
+    assert await redis_keys(lab, f"userland:help-request:{lab.namespace}:*") == []
+    assert (await lab.ask("alice")).status == 429  # cancelling gave her no new asks
+    tries = [(await lab.join("tina", "bob")).status for _ in range(10)]
+    assert set(tries) == {403}
+    assert await live_grants(lab) == []
+    assert lab.echoes["bob"].requests == []
