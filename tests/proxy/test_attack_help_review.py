@@ -211,3 +211,36 @@ async def test_a_student_spamming_help_keeps_one_request_and_staff_spamming_join
     assert set(tries) == {403}
     assert await live_grants(lab) == []
     assert lab.echoes["bob"].requests == []
+
+
+async def test_alices_page_cannot_post_to_bobs_environment_with_tinas_access(lab: Lab) -> None:
+    """tina helps alice and bob. alice's page, in tina's browser, submits a form to bob's origin as
+    a top-level navigation (fetch metadata says navigate/document: the rule that lets staff follow
+    links), and opens a WebSocket to it. Both carry alice's Origin and are refused before bob's
+    environment sees them; a link (a GET page load) is what staff may follow, as from the dashboard."""
+    await lab.ask("alice")
+    await lab.ask("bob")
+    assert (await lab.join("tina", "alice")).status == 303
+    assert (await lab.join("tina", "bob")).status == 303
+    bob = origin_url("bob")
+    cookie = await lab.origin_cookie("tina", bob)
+    navigation = {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document",
+                  "Origin": ALICE}
+    for method in ("POST", "PUT", "DELETE"):
+        sent = await lab.gw.request(method, "/api/contents/work.py", allow_redirects=False, data="rm -rf ~",
+                                    headers={"Host": urlsplit(bob).netloc,
+                                             "Cookie": f"{ORIGIN_COOKIE}={cookie}", **navigation, **HTML})
+        assert sent.status == 403, (method, sent.status)
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await lab.gw.ws_connect("/ws", headers={"Host": urlsplit(bob).netloc, "Origin": ALICE,
+                                                "Cookie": f"{ORIGIN_COOKIE}={cookie}"})
+    assert refused.value.status == 403
+    for dest in ("iframe", "image", "script", "empty"):
+        embedded = await on(lab.gw, bob, cookie, "/secret", **{
+            "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors" if dest != "iframe" else "navigate",
+            "Sec-Fetch-Dest": dest})
+        assert embedded.status == 403, (dest, embedded.status)
+    assert lab.echoes["bob"].requests == []
+    page_load = {k: v for k, v in navigation.items() if k != "Origin"}  # a GET navigation sends none
+    link = await on(lab.gw, bob, cookie, "/", **page_load, **HTML)
+    assert link.status == 200 and len(lab.echoes["bob"].requests) == 1
