@@ -244,3 +244,19 @@ async def test_alices_page_cannot_post_to_bobs_environment_with_tinas_access(lab
     page_load = {k: v for k, v in navigation.items() if k != "Origin"}  # a GET navigation sends none
     link = await on(lab.gw, bob, cookie, "/", **page_load, **HTML)
     assert link.status == 200 and len(lab.echoes["bob"].requests) == 1
+
+
+async def test_a_students_message_is_only_text_on_the_staff_pages(lab: Lab) -> None:
+    """alice's one-line message is shown to staff (the help card, the helping page): markup in it
+    stays text, on pages whose policy runs no inline script anyway."""
+    attack = '<img src=x onerror="alert(1)"><script>fetch("/courses")</script>"\'><b>'
+    assert (await lab.ask("alice", attack)).status == 303
+    dashboard = await lab.get("tina", f"/courses/{lab.namespace}")
+    raw = await dashboard.text()
+    assert "&lt;img src=x onerror=" in raw and "<img src=x" not in raw and "<script>fetch" not in raw
+    assert "script-src 'self'" in dashboard.headers["Content-Security-Policy"]
+    assert (await lab.join("tina", "alice")).status == 303
+    helping = await lab.get("tina", f"/courses/{lab.namespace}/help/alice")
+    raw = await helping.text()
+    assert helping.status == 200 and "&lt;img src=x onerror=" in raw
+    assert "<img src=x" not in raw and "<script>fetch" not in raw
