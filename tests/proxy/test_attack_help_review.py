@@ -160,7 +160,13 @@ async def test_staff_cannot_forge_the_identity_claim_nor_carry_it_to_the_web_ui(
     web UI refuses a signature made for environments."""
     await lab.ask("alice")
     assert (await lab.join("tina", "alice")).status == 303
-    cookie = await lab.origin_cookie("tina", ALICE)
+    # tina's cookie on alice's origin is out of reach of alice's scripts there (HttpOnly).
+    code = urlsplit((await lab.handoff("tina", ALICE)).headers["Location"])
+    redeemed = await lab.gw.get(f"{code.path}?{code.query}", headers={"Host": code.netloc},
+                                allow_redirects=False)
+    morsel = redeemed.cookies[ORIGIN_COOKIE]
+    assert morsel["httponly"] and morsel["samesite"] == "Lax" and not morsel["domain"], morsel
+    cookie = morsel.value
     forged = {"X-User": "bob", "X-User-Owner": "bob", "X-User-Role": "admin",
               "X-User-Signature": "t=1,aud=env,v4=" + "0" * 64, "X-Forwarded-User": "teacher",
               "X_User_Owner": "bob", "x-user-teams": "org/staff"}
