@@ -24,8 +24,8 @@ from multidict import CIMultiDict
 from tests.support import eventually
 from userland.platform.grant_store import GrantStore
 from userland.platform.identity import verify_identity
-from userland.platform.kube import KubeClient
-from userland.web.help_queue import ASKS_PER_WINDOW
+from userland.platform.kube import NAMESPACES, KubeClient
+from userland.web.help_queue import ASKS_PER_WINDOW, JOINS_PER_WINDOW
 
 from .conftest import SECRET, EchoFactory, GatewayFactory, World
 from .help_support import HTML, ORIGIN_COOKIE, Lab, origin_url, start_lab
@@ -266,3 +266,35 @@ async def test_a_students_message_is_only_text_on_the_staff_pages(lab: Lab) -> N
     raw = await helping.text()
     assert helping.status == 200 and "&lt;img src=x onerror=" in raw
     assert "<img src=x" not in raw and "<script>fetch" not in raw
+
+
+async def test_join_and_done_in_a_loop_is_refused_before_it_floods_the_api_server(lab: Lab) -> None:
+    """An instructor of a course that lets instructors open any student's environments presses
+    Join and Done on bob in a loop. Each round was a grant, an audit entry and two Events on bob's
+    Userland (written to the API server), without end; now a member of staff makes at most
+    JOINS_PER_WINDOW grants per window in a course, then gets a 429 page."""
+    await lab.kube.merge_patch(NAMESPACES, None, lab.namespace, {"metadata": {"annotations": {
+        "userland.dev/staff-access": "instructors"}}})
+
+    async def offered() -> bool:
+        return "Open as staff" in await lab.page("teacher", f"/courses/{lab.namespace}")
+    await eventually(offered, timeout=20)
+    token = lab.token("teacher")
+    headers = lab.platform("teacher")
+    statuses = []
+    for _ in range(JOINS_PER_WINDOW + 5):
+        joined = await lab.gw.post(f"/courses/{lab.namespace}/help/join", headers=headers,
+                                   data={"csrf": token, "student": "bob"}, allow_redirects=False)
+        statuses.append(joined.status)
+        for grant in await live_grants(lab):
+            done = await lab.gw.post(f"/courses/{lab.namespace}/help/done", headers=headers,
+                                     data={"csrf": token, "grant": grant.id}, allow_redirects=False)
+            assert done.status == 303
+    assert statuses[:JOINS_PER_WINDOW] == [303] * JOINS_PER_WINDOW, statuses
+    assert set(statuses[JOINS_PER_WINDOW:]) == {429}, statuses
+    refused = await lab.gw.post(f"/courses/{lab.namespace}/help/join", headers={**headers, **HTML},
+                                data={"csrf": token, "student": "bob"}, allow_redirects=False)
+    assert refused.status == 429 and "Too many" in await text(refused)
+    # Others are not held back by it: tina still joins alice, who asked.
+    await lab.ask("alice")
+    assert (await lab.join("tina", "alice")).status == 303
