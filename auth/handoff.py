@@ -5,8 +5,9 @@ the browser here (the gateway does, on a navigation). Signed out: on to `/auth/l
 comes back here. Signed in: `origin` must be the student's own origin, or a Template host (the
 bare `ide.example.edu` means "my origin there"); someone else's origin is a 403 page that links
 to the student's own, unless a live help grant lets the signed-in member of staff into that
-student's environments (platform/grants.py): then the code is for the student's origin and bound
-to the grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
+student's environments (platform/grants.py), made for them as they are signed in now (the same
+global role and teams as at Join): then the code is for the student's origin and bound to the
+grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
 `<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
 A session that asks for more codes a minute than a browser would gets a 429 page instead.
 A GET is enough: the code only ever goes to the signed-in student's own origin. Only a page load
@@ -86,6 +87,12 @@ async def handoff(request: web.Request) -> web.StreamResponse:
     grant_id: str | None = None
     if owner is not None and owner != login:
         grant = await auth.staff_grant(owner, login, template_host)
+        if grant is not None and not grant.made_for(session.role, session.teams):
+            # Signed in again since Join with another global role or other teams: the course's
+            # staff rules judged who they were then (web/courses.py grant_still_allowed).
+            log.info("handoff refused: staff changed since join", extra={
+                "event": "handoff.staff_changed", "login": login, "owner": owner, "course": grant.course})
+            grant = None
         if grant is None:
             # Staff meet this page too, from a student's address on the class dashboard.
             return pages.render("message.html", status=403, title=f"This is {owner}'s environment",

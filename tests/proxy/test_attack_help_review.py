@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +26,7 @@ from tests.support import eventually
 from userland.platform.grant_store import GrantStore
 from userland.platform.identity import verify_identity
 from userland.platform.kube import NAMESPACES, KubeClient
+from userland.platform.sessions import RedisSessionStore, Session
 from userland.web.help_queue import ASKS_PER_WINDOW, JOINS_PER_WINDOW
 
 from .conftest import SECRET, EchoFactory, GatewayFactory, World
@@ -298,3 +300,37 @@ async def test_join_and_done_in_a_loop_is_refused_before_it_floods_the_api_serve
     # Others are not held back by it: tina still joins alice, who asked.
     await lab.ask("alice")
     assert (await lab.join("tina", "alice")).status == 303
+
+
+async def test_a_demoted_instructor_signing_in_again_does_not_get_back_in(lab: Lab) -> None:
+    """gina teaches every course (USERLAND_INSTRUCTORS) and joins alice. The admin takes her off
+    the list; she signs in again, now a student everywhere. Her grant was judged by the role she
+    had at Join and runs on to its end: the handoff let her new session straight back into
+    alice's environment. Now a grant lets in only the person as they were at Join (the session's
+    role and teams); anyone else joins again, or not."""
+    await lab.sign_in("gina", role="instructor")
+    await lab.ask("alice")
+    assert (await lab.join("gina", "alice")).status == 303
+    assert (await lab.handoff("gina", ALICE)).status == 302
+    await lab.sign_in("gina", role="student")  # the next login, with the new settings
+    refused = await lab.handoff("gina", ALICE)
+    assert refused.status == 403 and "This is alice's environment" in await text(refused)
+    # Not only the role: teams too. tina is in the GitHub team org/tas when she joins bob; she
+    # leaves it, and her next login (the gateway asks GitHub for her teams) has none.
+    await sign_in_with_teams(lab, "tina", ("org/tas",))
+    await lab.ask("bob")
+    assert (await lab.join("tina", "bob")).status == 303
+    assert (await lab.handoff("tina", origin_url("bob"))).status == 302
+    await sign_in_with_teams(lab, "tina", ())
+    assert (await lab.handoff("tina", origin_url("bob"))).status == 403
+
+
+async def sign_in_with_teams(lab: Lab, login: str, teams: tuple[str, ...]) -> None:
+    """A platform session as a login makes it when the gateway reads the user's GitHub teams."""
+    client = redis.asyncio.from_url(lab.redis_url)
+    try:
+        lab.cookies[login] = await RedisSessionStore(client, 3600).save(Session(
+            login=login, github_id=4242, role="student", csrf=secrets.token_urlsafe(32), created=time.time(),
+            teams=teams))
+    finally:
+        await client.aclose()
