@@ -4,7 +4,8 @@ Every change that must be all-or-nothing is one Lua script (Redis runs it atomic
 - `create`: a new grant, unless the same staff member already has a live one for that student
   in that course (then that one: pressing Join twice gives one grant). It writes the live key
   (expiring with the grant), the pair index, the course's set of grants, the record and the
-  student's history (the newest HISTORY_KEEP);
+  student's history (the newest HISTORY_KEEP and any older one still running; the records of
+  the grants it drops are deleted, so a loop of Join and Done keeps a bounded record);
 - `end`: deletes the live key and the pair index, writes the end into the record, and publishes
   the digest of every origin session bound to the grant on the sessions' invalidation channel,
   so that every gateway replica drops them from its cache and closes their open connections at
