@@ -103,6 +103,16 @@ async def test_ending_access_closes_staff_websockets_on_every_replica_within_5_s
     unredeemed = await lab.handoff("tina", ALICE)
     assert unredeemed.status == 302
     [grant] = await live_grants(lab)
+    # And a long request in flight on the second replica (a download, a long poll).
+
+    async def slow() -> str:
+        response = await on(second, ALICE, cookie, "/slow?seconds=30")
+        return f"{response.status} {await response.text()}"
+    in_flight = asyncio.create_task(slow())
+
+    async def arrived() -> bool:
+        return any(r["path_qs"].startswith("/slow") for r in lab.echoes["alice"].requests)
+    await eventually(arrived, timeout=10)
 
     ended = await lab.post("alice", "/me/help/end", {"course": lab.namespace, "grant": grant.id})
     assert ended.status == 303
@@ -115,6 +125,8 @@ async def test_ending_access_closes_staff_websockets_on_every_replica_within_5_s
         return time.monotonic() - started
     waited = await asyncio.gather(*(closed_after(ws) for ws in sockets))
     assert max(waited) < 5.0, waited
+    with pytest.raises(aiohttp.ClientError):  # cut, not answered "slow done" 30 s later
+        await asyncio.wait_for(in_flight, timeout=5.0 - (time.monotonic() - started) + 0.5)
 
     reached = len(lab.echoes["alice"].requests)
     code_path = unredeemed.headers["Location"].split(".test", 1)[1]
