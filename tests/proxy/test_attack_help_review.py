@@ -346,3 +346,26 @@ async def sign_in_with_teams(lab: Lab, login: str, teams: tuple[str, ...]) -> No
             teams=teams))
     finally:
         await client.aclose()
+
+
+async def test_a_handoff_code_and_cookie_from_a_grant_that_ran_out_are_worthless(lab: Lab) -> None:
+    """tina's grant runs out by time (nobody pressed anything; the web UI has not even recorded
+    it yet). A code she got a moment before, redeemed after, and her cookie: refused."""
+    client = redis.asyncio.from_url(lab.redis_url)
+    try:
+        grant, _ = await GrantStore(client).create(course=lab.namespace, student="alice", staff="tina",
+                                                   role="assistant", basis="request", seconds=3)
+    finally:
+        await client.aclose()
+    cookie = await lab.origin_cookie("tina", ALICE)
+    assert (await on(lab.gw, ALICE, cookie, "/work")).status == 200
+    code = await lab.handoff("tina", ALICE)
+    assert code.status == 302
+    await asyncio.sleep(max(0.0, grant.expires - time.time()) + 0.2)
+    target = urlsplit(code.headers["Location"])
+    redeemed = await lab.gw.get(f"{target.path}?{target.query}", headers={"Host": target.netloc},
+                                allow_redirects=False)
+    assert redeemed.status == 403 and ORIGIN_COOKIE not in redeemed.cookies
+    page = await on(lab.gw, ALICE, cookie, "/work", **HTML)
+    assert page.status == 403 and "has ended" in await text(page)
+    assert (await lab.handoff("tina", ALICE)).status == 403
