@@ -5,11 +5,15 @@ the browser here (the gateway does, on a navigation). Signed out: on to `/auth/l
 comes back here. Signed in: `origin` must be the student's own origin, or a Template host (the
 bare `ide.example.edu` means "my origin there"); someone else's origin is a 403 page that links
 to the student's own, unless a live help grant lets the signed-in member of staff into that
-student's environments (platform/grants.py): then the code is for the student's origin and bound
-to the grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
+student's environments (platform/grants.py), made for them as they are signed in now (the same
+global role and teams as at Join): then the code is for the student's origin and bound to the
+grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
 `<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
 A session that asks for more codes a minute than a browser would gets a 429 page instead.
-A GET is enough: the code only ever goes to the signed-in student's own origin.
+A GET is enough: the code only ever goes to the signed-in student's own origin. Only a page load
+(`Sec-Fetch-Mode: navigate`, when the browser says) gets one: an image, script or fetch that
+another page makes here (a student's page in a helping staff member's browser, same site) is
+refused before anything is issued, so it cannot use up the staff member's codes for the minute.
 
 `GET /auth/signed-out?chain=...`: the last step of a sign-out (session_routes.py): asks the
 browser to clear the platform origin's data, then goes home. Without a live chain it clears
@@ -54,9 +58,18 @@ def _target(origin: str | None, template_hosts: set[str], proto: str,
     return split_student_host(host, template_hosts)
 
 
+def is_page_load(request: web.Request) -> bool:
+    """A navigation (top level or a frame's), or a client that sends no fetch metadata."""
+    return request.headers.get("Sec-Fetch-Mode", "navigate") == "navigate"
+
+
 @fail_closed
 async def handoff(request: web.Request) -> web.StreamResponse:
     auth = auth_context(request)
+    if not is_page_load(request):
+        auth.refusals["cross_site"] += 1  # another page's request (proxy/metrics.py REFUSALS)
+        return pages.error_page(403, "Open it in the browser",
+                                "Environments are signed in when you open them, not from another page.")
     origin = normalize_origin(request.query.get("origin") or "")
     next_path = safe_path(request.query.get("next"))
     target = _target(origin, auth.template_hosts(), auth.proto, port_suffix(auth.settings.public_url))
@@ -74,6 +87,12 @@ async def handoff(request: web.Request) -> web.StreamResponse:
     grant_id: str | None = None
     if owner is not None and owner != login:
         grant = await auth.staff_grant(owner, login, template_host)
+        if grant is not None and not grant.made_for(session.role, session.teams):
+            # Signed in again since Join with another global role or other teams: the course's
+            # staff rules judged who they were then (web/courses.py grant_still_allowed).
+            log.info("handoff refused: staff changed since join", extra={
+                "event": "handoff.staff_changed", "login": login, "owner": owner, "course": grant.course})
+            grant = None
         if grant is None:
             # Staff meet this page too, from a student's address on the class dashboard.
             return pages.render("message.html", status=403, title=f"This is {owner}'s environment",

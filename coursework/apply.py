@@ -13,6 +13,7 @@ of theirs is in the way), never an exception that stops the others.
 from __future__ import annotations
 
 import errno
+import hmac
 import io
 import json
 import tarfile
@@ -25,10 +26,11 @@ from userland.coursework.merge import Conflict, Plan, SourceFile, plan_merge, re
 from userland.coursework.safefs import Blocked, Changed, Folder
 from userland.coursework.trees import CopyResult, IndexEntry, Limits, TooLarge, safe_name, write_copy
 from userland.platform.assignments import MANIFEST_NAME
-from userland.platform.coursework import tree_digest
+from userland.platform.coursework import manifest_seal, tree_digest
 from userland.platform.objects import rfc3339
 
 MANIFEST_LIMIT = 16 * 1024 * 1024
+HASH_MARGIN = 64 * 1024 * 1024
 MAX_CONFLICTS_KEPT = 200
 State = Literal["HandedOut", "Conflicts", "Failed"]
 
@@ -62,28 +64,49 @@ class Outcome:
                 "conflictCount": len(self.conflicts), "at": rfc3339()}
 
 
-def load_manifest(folder: Folder) -> dict[str, str] | None:
+@dataclass(frozen=True)
+class Sealer:
+    """Who a hand-out record is for, and the key that seals it (platform/coursework.py): the
+    record lives in the student's folder, which they can write, so only one the platform sealed
+    for this environment and folder is believed (SECURITY.md, "A forged hand-out record")."""
+
+    key: str
+    env: str
+    folder: str
+
+    def seal(self, files: Mapping[str, str]) -> str:
+        return manifest_seal(self.key, self.env, self.folder, files)
+
+
+def load_manifest(folder: Folder, sealer: Sealer) -> dict[str, str] | None:
     """The files the student was last given, or None when there is no usable manifest (a first
-    hand-out; or one they deleted or mangled: then every file they have is theirs)."""
+    hand-out; or one they deleted, mangled or forged: then every file they have is theirs)."""
     raw = folder.read_bytes(MANIFEST_NAME, MANIFEST_LIMIT)
     if raw is None:
         return None
     try:
-        files = json.loads(raw).get("files")
+        data = json.loads(raw)
+        files, seal = data.get("files"), data.get("seal")
     except (ValueError, AttributeError):
         return None
-    if not isinstance(files, dict):
+    if not isinstance(files, dict) or not isinstance(seal, str):
         return None
-    return {path: digest for path, digest in files.items()
-            if isinstance(path, str) and isinstance(digest, str) and safe_name(path) == path}
+    if not all(isinstance(path, str) and isinstance(digest, str) and safe_name(path) == path
+               for path, digest in files.items()):
+        return None
+    expected = sealer.seal(files)
+    if not expected or not hmac.compare_digest(seal, expected):
+        return None
+    return dict(files)
 
 
-def manifest_bytes(files: Mapping[str, str], *, assignment: str, commit: str) -> bytes:
+def manifest_bytes(files: Mapping[str, str], sealer: Sealer, *, assignment: str, commit: str) -> bytes:
     return json.dumps({
         "about": "Written by Userland when this assignment is handed out: what you were given, so a later "
-                 "update never overwrites your changes. Deleting it makes the next hand-out treat every "
-                 "file as new (your files are kept).",
+                 "update never overwrites your changes. It is sealed: an edited copy is ignored (every file "
+                 "is then yours and kept), as is a deleted one.",
         "assignment": assignment, "commit": commit, "files": dict(sorted(files.items())),
+        "seal": sealer.seal(files),
     }, indent=1).encode()
 
 
@@ -91,7 +114,7 @@ Opener = Callable[[str], BinaryIO]
 
 
 def hand_out(volume: str, path: str, index: Mapping[str, IndexEntry], open_member: Opener, *,
-             assignment: str, commit: str) -> Outcome:
+             assignment: str, commit: str, sealer: Sealer) -> Outcome:
     """Merge the source (`index`, its files read with `open_member`) into `<volume>/<path>`."""
     try:
         folder = Folder.open(volume, path, create=True)
@@ -103,13 +126,16 @@ def hand_out(volume: str, path: str, index: Mapping[str, IndexEntry], open_membe
     except OSError as err:
         return Outcome("Failed", words_for(err))
     with folder:
-        return _merge(folder, index, open_member, assignment=assignment, commit=commit)
+        # Reading the student's files to tell whether they changed them is bounded: twice the
+        # source and a margin (past it a file counts as changed, so it is kept as it is).
+        folder.hash_budget = 2 * sum(e.size for e in index.values()) + HASH_MARGIN
+        return _merge(folder, index, open_member, assignment=assignment, commit=commit, sealer=sealer)
 
 
 def _merge(folder: Folder, index: Mapping[str, IndexEntry], open_member: Opener, *, assignment: str,
-           commit: str) -> Outcome:
+           commit: str, sealer: Sealer) -> Outcome:
     source = {p: SourceFile(e.digest, e.executable) for p, e in index.items()}
-    manifest = load_manifest(folder)
+    manifest = load_manifest(folder, sealer)
     current = {p: found for p in relevant_paths(source, manifest)
                if (found := folder.describe(p)) is not None}
     plan: Plan = plan_merge(source, manifest, current)
@@ -148,7 +174,7 @@ def _merge(folder: Folder, index: Mapping[str, IndexEntry], open_member: Opener,
                 failure = words_for(err)
                 break
     try:
-        written = manifest_bytes(kept, assignment=assignment, commit=commit)
+        written = manifest_bytes(kept, sealer, assignment=assignment, commit=commit)
         folder.write_file(MANIFEST_NAME, io.BytesIO(written), expect=folder.describe(MANIFEST_NAME))
     except (Blocked, Changed):
         pass  # a link or folder of the student's at the manifest's name: the next hand-out has none

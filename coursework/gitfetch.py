@@ -47,6 +47,10 @@ def classify(stderr: str, *, url: str, ref: str, secret: str = "") -> FetchProbl
     if "couldn't find remote ref" in text or "invalid refspec" in text:
         return FetchProblem("UnknownRef",
                             f"the repository has no branch or tag {ref!r}: check spec.source.ref")
+    if any(f"returned error: {code}" in text for code in (301, 302, 303, 307, 308)):
+        return FetchProblem("Redirected", f"the repository at {url} answers with a redirect to another "
+                                          "address; a token is never sent through a redirect: put the "
+                                          "repository's current address in spec.source.url")
     if "could not resolve host" in text:
         return FetchProblem("Unreachable", f"the repository's host {host} is not known here: check "
                                            "spec.source.url")
@@ -87,8 +91,12 @@ def _env(home: Path, token: str) -> dict[str, str]:
     }
     if token:
         basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
-                    "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"})
+        # git sends http.extraHeader with every request, and after a redirect of its first one it
+        # asks the new server for the rest: a redirect would carry the token past the addresses
+        # its Secret allows (userland.dev/git-urls). With a token, redirects are not followed.
+        env.update({"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                    "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+                    "GIT_CONFIG_KEY_1": "http.followRedirects", "GIT_CONFIG_VALUE_1": "false"})
     return env
 
 

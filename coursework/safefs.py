@@ -18,6 +18,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -31,20 +32,60 @@ O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1024 * 1024
 TEMP_PREFIX = ".userland-tmp-"
+# Exactly the names write_file gives its temporary files: a student's own file that merely
+# starts the same way is theirs, and collected.
+TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[0-9a-f]{12}")
+# Names and depths past these are never handed out or collected (said, and left as they are):
+# a name longer than most file systems allow, or a folder deeper than any assignment needs, is
+# a student's (or a source's) oddity, and must not cost the rest of a worker's batch.
+MAX_NAME_BYTES = 255
+MAX_DEPTH = 64
+
+
+def name_problem(name: str) -> str | None:
+    """Why one path component cannot be handed out or collected, or None when it can: a control
+    character (a newline would break every listing), bytes that are not UTF-8 (os.scandir gives
+    them as surrogates, which no JSON, tar header or digest can carry), or past 255 bytes."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "a name with a control character (such as a newline): left out; rename it"
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a name that is not UTF-8: left out; rename it"
+    if len(encoded) > MAX_NAME_BYTES:
+        return f"a name longer than {MAX_NAME_BYTES} bytes: left out; rename it"
+    return None
+
+
+def shown(path: str) -> str:
+    """A path as it can be said anywhere (JSON, logs, a page): odd bytes and control characters
+    escaped, at most 200 characters."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = "".join(c if ord(c) >= 32 and ord(c) != 127 else f"\\x{ord(c):02x}" for c in text)
+    return text[:200]
 
 
 class Blocked(Exception):
     """Something that is not a folder (a link, a file) stands where a folder is needed."""
 
 
+class TooManyEntries(Exception):
+    """A folder lists more entries than the caller allows (never listed whole)."""
+
+
 class Changed(Exception):
     """The target changed between the plan and the write: it is left as it is now."""
 
 
-def file_digest(fd: int) -> str:
+def file_digest(fd: int, limit: int = -1) -> str:
+    """The sha256 of what `fd` reads (at most `limit` bytes when it is not negative: a file that
+    grows while it is read is not followed past what was planned)."""
     hasher = hashlib.sha256()
-    while chunk := os.read(fd, CHUNK):
+    left = limit
+    while (left < 0 or left > 0) and (chunk := os.read(fd, CHUNK if left < 0 else min(CHUNK, left))):
         hasher.update(chunk)
+        if left > 0:
+            left -= len(chunk)
     return hasher.hexdigest()
 
 
@@ -74,6 +115,10 @@ class Folder:
 
     def __init__(self, fd: int) -> None:
         self._dirs: dict[str, int] = {"": fd}
+        # Bytes `describe` may still read to hash the student's files (None: no bound). A file
+        # past it is described by its size alone, never read: a sparse file of 100 GiB (a
+        # second's `truncate`) where the source has a file must not stall a worker's batch.
+        self.hash_budget: int | None = None
 
     @classmethod
     def open(cls, volume: str, path: str, *, create: bool = False) -> Folder:
@@ -146,8 +191,7 @@ class Folder:
             return None
         return self._describe_in(*found)
 
-    @staticmethod
-    def _describe_in(parent_fd: int, name: str) -> Present | None:
+    def _describe_in(self, parent_fd: int, name: str) -> Present | None:
         try:
             info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -160,9 +204,16 @@ class Folder:
         except OSError:
             return Present("other")  # unreadable (raced into a link, or no permission)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
                 return Present("other")
-            return Present("file", file_digest(fd))
+            if self.hash_budget is not None:
+                if opened.st_size > self.hash_budget:
+                    # Not read: a digest no source or manifest has, so the file is the student's.
+                    return Present("file", f"unread:{opened.st_size}:{opened.st_ino}:{opened.st_mtime_ns}")
+                self.hash_budget -= opened.st_size
+            bound = opened.st_size + 1 if self.hash_budget is not None else -1
+            return Present("file", file_digest(fd, bound))
         finally:
             os.close(fd)
 
@@ -225,33 +276,54 @@ class Folder:
         os.unlink(name, dir_fd=parent_fd)
 
     def files(self, *, skip_top: frozenset[str] = frozenset(), skip_names: frozenset[str] = frozenset(),
-              skipped: list[str] | None = None) -> Iterator[FoundFile]:
+              skipped: list[str] | None = None, max_entries: int | None = None) -> Iterator[FoundFile]:
         """Every regular file below, depth first in name order, each open (the caller closes it).
-        Links, pipes and other special files are never opened; their paths go to `skipped`."""
-        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped)
+        Links, pipes and other special files are never opened; their paths go to `skipped`, and
+        so do names that cannot be carried (`name_problem`) and folders deeper than MAX_DEPTH,
+        with the reason (`shown`: printable). A folder that lists more than `max_entries` is not
+        read past that (TooManyEntries): a student's folder of a million empty files must not
+        cost the worker a million listing entries in memory."""
+        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped, 1, max_entries)
 
     def _walk(self, fd: int, prefix: str, skip_top: frozenset[str], skip_names: frozenset[str],
-              skipped: list[str] | None) -> Iterator[FoundFile]:
+              skipped: list[str] | None, depth: int, max_entries: int | None) -> Iterator[FoundFile]:
+        listed = []
         with os.scandir(fd) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
+            for entry in listing:
+                listed.append(entry)
+                if max_entries is not None and len(listed) > max_entries:
+                    where = shown(prefix) or "the folder"
+                    raise TooManyEntries(f"{where} lists more than {max_entries:,} entries")
+        entries = sorted(listed, key=lambda e: e.name)
+        del listed
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             if (not prefix and entry.name in skip_top) or entry.name in skip_names \
-                    or entry.name.startswith(TEMP_PREFIX):
+                    or TEMP_NAME.fullmatch(entry.name):
+                continue
+            problem = name_problem(entry.name)
+            if problem is not None:
+                if skipped is not None:
+                    skipped.append(f"{shown(rel)} ({problem})")
                 continue
             try:
                 info = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
             if stat.S_ISDIR(info.st_mode):
+                if depth >= MAX_DEPTH:
+                    if skipped is not None:
+                        skipped.append(f"{shown(rel)}/ (folders deeper than {MAX_DEPTH} levels: left out)")
+                    continue
                 try:
                     child = os.open(entry.name, O_DIR, dir_fd=fd)
                 except OSError:
                     if skipped is not None:
-                        skipped.append(rel + "/")
+                        skipped.append(shown(rel) + "/")
                     continue
                 try:
-                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped)
+                    yield from self._walk(child, rel + "/", skip_top, skip_names, skipped, depth + 1,
+                                         max_entries)
                 finally:
                     os.close(child)
             elif stat.S_ISREG(info.st_mode):
@@ -259,14 +331,14 @@ class Folder:
                     file_fd = os.open(entry.name, O_READ, dir_fd=fd)
                 except OSError:
                     if skipped is not None:
-                        skipped.append(rel)
+                        skipped.append(shown(rel))
                     continue
                 opened = os.fstat(file_fd)
                 if not stat.S_ISREG(opened.st_mode):
                     os.close(file_fd)
                     if skipped is not None:
-                        skipped.append(rel)
+                        skipped.append(shown(rel))
                     continue
                 yield FoundFile(rel, file_fd, opened.st_size, opened.st_mode, opened.st_mtime)
             elif skipped is not None:
-                skipped.append(rel)
+                skipped.append(shown(rel))

@@ -24,7 +24,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
 
-from userland.coursework.safefs import CHUNK, Folder
+from userland.coursework.safefs import (
+    CHUNK,
+    MAX_DEPTH,
+    Folder,
+    FoundFile,
+    TooManyEntries,
+    name_problem,
+    shown,
+)
 from userland.platform.assignments import FEEDBACK_FOLDER, MANIFEST_NAME
 from userland.platform.coursework import size_words, tree_digest
 
@@ -45,11 +53,14 @@ class BadArchive(Exception):
 
 def safe_name(name: str) -> str | None:
     """A member name as a relative, normalized path; None when it is absolute, climbs out with
-    `..`, is empty, or has a NUL or a control character."""
-    if not name or name.startswith("/") or any(ord(c) < 32 for c in name):
+    `..`, is empty, is deeper than MAX_DEPTH, or has a component that cannot be carried
+    (safefs.name_problem: a control character, bytes that are not UTF-8, past 255 bytes)."""
+    if not name or name.startswith("/"):
         return None
     parts = [p for p in name.split("/") if p not in ("", ".")]
-    if not parts or ".." in parts:
+    if not parts or ".." in parts or len(parts) > MAX_DEPTH:
+        return None
+    if any(name_problem(p) is not None for p in parts):
         return None
     return "/".join(parts)
 
@@ -115,8 +126,10 @@ def normalize_source(stream: IO[bytes], out: BinaryIO, limits: Limits) -> Source
                     continue
                 name = safe_name(member.name)
                 if name is None:
-                    result.skipped.append((member.name[:200],
-                                           "a name that leaves the folder: not handed out"))
+                    result.skipped.append((shown(member.name),
+                                           "a name that leaves the folder, is not UTF-8, has a control "
+                                           f"character, is too long or more than {MAX_DEPTH} folders deep: "
+                                           "not handed out"))
                     continue
                 if name.split("/")[0] in RESERVED_TOP:
                     result.skipped.append((name, "a name the platform keeps for itself in every student's "
@@ -201,7 +214,9 @@ def write_copy(folder: Folder, out: BinaryIO, limits: Limits, *,
     digests: list[tuple[str, str]] = []
     total = 0
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as written:
-        for found in folder.files(skip_top=RESERVED_TOP, skip_names=GENERATED, skipped=skipped):
+        walk = folder.files(skip_top=RESERVED_TOP, skip_names=GENERATED, skipped=skipped,
+                            max_entries=limits.files)
+        for found in _too_many_is_too_large(walk, limits):
             try:
                 limits.check(len(digests) + 1, total + found.size, "the folder")
                 with open(found.fd, "rb", closefd=False) as source:
@@ -224,6 +239,14 @@ def write_copy(folder: Folder, out: BinaryIO, limits: Limits, *,
             finally:
                 os.close(found.fd)
     return CopyResult(tree_digest(digests), len(digests), total, skipped)
+
+
+def _too_many_is_too_large(walk: Iterator[FoundFile], limits: Limits) -> Iterator[FoundFile]:
+    """A folder listing more entries than the copy may hold files is past the limit, in words."""
+    try:
+        yield from walk
+    except TooManyEntries:
+        raise TooLarge(f"the folder has more than {limits.files:,} files (the limit)") from None
 
 
 def _spool_all(source: IO[bytes], limit: int) -> tuple[str, tempfile.SpooledTemporaryFile[bytes]]:

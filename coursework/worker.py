@@ -34,8 +34,9 @@ from typing import Any, BinaryIO, cast
 
 import aiohttp
 
-from userland.coursework.apply import Copy, hand_out, take_copy
+from userland.coursework.apply import Copy, Outcome, Sealer, hand_out, take_copy
 from userland.coursework.pipes import produce
+from userland.coursework.safefs import shown
 from userland.coursework.trees import CopyResult, IndexEntry, Limits, read_index
 from userland.platform import coursework
 from userland.platform.assignments import FEEDBACK_FOLDER
@@ -113,6 +114,9 @@ class StoreForWorker:
                    "Content-Type": "application/x-tar"}
         url = f"{self.base}/copies/{round_}/{member.template}/{member.login}"
         async with self.session.put(url, data=body, headers=headers) as response:
+            if response.status in (400, 413):
+                # The store refused this copy (its content): this student's failure, not the job's.
+                raise CopyRefused("the store refused the copy: " + shown((await response.text()).strip()))
             self._check(response, allowed=(409,))
             return response.status, await response.json()
 
@@ -130,15 +134,27 @@ async def run_handout(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
     label = f"{job.scope.namespace}/{job.scope.assignment}"
 
     def one(member: Member) -> JSON:
-        with tarfile.open(tar) as archive:
-            outcome = hand_out(member.mount, job.path, index, lambda p: _member(archive, p),
-                               assignment=label, commit=job.commit)
+        try:
+            with tarfile.open(tar) as archive:
+                outcome = hand_out(member.mount, job.path, index, lambda p: _member(archive, p),
+                                   assignment=label, commit=job.commit,
+                                   sealer=Sealer(job.manifest_key, member.key, job.path))
+        except Exception as err:  # one student's trouble is theirs, never the batch's
+            outcome = unexpected(member, "handing out", err)
         return {"template": member.template, "login": member.login, "commit": job.commit, **outcome.to_json()}
 
     loop = asyncio.get_running_loop()
     with members_pool(job) as pool:
         results = await asyncio.gather(*(loop.run_in_executor(pool, one, m) for m in job.scope.members))
     return list(results)
+
+
+def unexpected(member: Member, what: str, err: BaseException) -> Outcome:
+    """Something no rule foresaw went wrong for one student: that student fails, in words, the
+    others go on (a batch is 20 students: one odd folder must not cost 19 hand-outs)."""
+    log.exception("unexpected trouble with one student", extra={"environment": member.key, "what": what})
+    return Outcome("Failed", f"{what} failed for this student's folder ({type(err).__name__}: "
+                             f"{shown(str(err))[:150]}); the others were not affected")
 
 
 def _member(archive: tarfile.TarFile, path: str) -> BinaryIO:
@@ -198,6 +214,7 @@ async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
             answer = await store.put_copy(member, job.scope.round, pipe.chunks(), taken_at)
             await done
         except CopyRefused as err:
+            pipe.cancelled = True
             return str(err)
         except BaseException:
             pipe.cancelled = True
@@ -205,7 +222,19 @@ async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
         return answer
 
     async def one(member: Member, pool: ThreadPoolExecutor) -> None:
+        try:
+            await collect_one(member, pool)
+        except (aiohttp.ClientError, OSError, TimeoutError, Refused):
+            raise  # the store's or the Pod's trouble: the job's
+        except Exception as err:  # one student's trouble is theirs, never the batch's
+            failures.append({"template": member.template, "login": member.login, "state": "Failed",
+                             "reason": unexpected(member, "taking the copy", err).reason, "at": rfc3339()})
+
+    async def collect_one(member: Member, pool: ThreadPoolExecutor) -> None:
         path, copy = await loop.run_in_executor(pool, snapshot, member)
+        if copy.result is not None and copy.result.skipped:
+            log.info("left out of the copy", extra={"environment": member.key,
+                                                    "skipped": copy.result.skipped[:50]})
         if path is not None and copy.result is None:
             path.unlink(missing_ok=True)
             failures.append({"template": member.template, "login": member.login, "state": "Failed",
@@ -216,8 +245,11 @@ async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
                 if path is not None:
                     # Taken already: it waits its turn, so a Pod holds few connections to the store.
                     async with uploads:
-                        answer: tuple[int, JSON] | str = await store.put_copy(
-                            member, job.scope.round, _file_chunks(path), copy.taken_at)
+                        try:
+                            answer: tuple[int, JSON] | str = await store.put_copy(
+                                member, job.scope.round, _file_chunks(path), copy.taken_at)
+                        except CopyRefused as err:
+                            answer = str(err)
                 else:
                     answer = await streamed(member, pool)
                 break
@@ -286,8 +318,9 @@ async def run_feedback(job: Job, store: StoreForWorker, scratch: Path) -> list[J
                     return _member(archive, path)
                 return io.BytesIO(generated)
 
-            outcome = hand_out(member.mount, f"{job.path}/{FEEDBACK_FOLDER}", index, open_member,
-                               assignment=label, commit=digest)
+            into = f"{job.path}/{FEEDBACK_FOLDER}"
+            outcome = hand_out(member.mount, into, index, open_member, assignment=label, commit=digest,
+                               sealer=Sealer(job.manifest_key, member.key, into))
         finally:
             if archive is not None:
                 archive.close()

@@ -22,7 +22,7 @@ from userland.operator.assignment_plan import Env, Pending
 from userland.operator.builders import owner_reference, spec_hash
 from userland.platform import naming
 from userland.platform.assignments import Assignment
-from userland.platform.coursework import Job, JobScope, Member, job_token
+from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
 from userland.platform.objects import rfc3339
 
 JSON = dict[str, Any]
@@ -74,7 +74,8 @@ def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], 
               at=rfc3339(pending.at) if pending.at is not None else "",
               commit=pending.key if kind == "handout" else "",
               feedback={e.login: pending.feedback[e.login] for e in envs if e.login in pending.feedback},
-              max_files=settings.max_files, max_bytes=settings.max_bytes)
+              max_files=settings.max_files, max_bytes=settings.max_bytes,
+              manifest_key=manifest_key(settings.store_secret, assignment.ref.namespace, assignment.name))
     volumes: list[JSON] = [{"name": f"s{i}", "persistentVolumeClaim": {"claimName": e.claim}}
                            for i, e in enumerate(envs)]
     # A hand-out keeps the source's tar there; a collection each student's copy until it is

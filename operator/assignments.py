@@ -33,7 +33,7 @@ from userland.operator.progress import newest_pod
 from userland.operator.status import display_name, stamped_condition, status_changed
 from userland.operator.workqueue import WorkQueue
 from userland.platform import naming
-from userland.platform.assignments import Assignment
+from userland.platform.assignments import Assignment, git_url_prefixes, token_may_go_to
 from userland.platform.coursework import round_time
 from userland.platform.informer import Informer
 from userland.platform.kube import (
@@ -291,6 +291,21 @@ class AssignmentReconciler:
         except NotFound:
             raise _TokenMissing("TokenSecretMissing", f"there is no Secret {secret.name!r} in this namespace "
                                                       "(spec.source.tokenSecret)") from None
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        allowed = str(annotations.get(naming.ANNOTATION_GIT_URLS) or "")
+        url = assignment.spec.source.url
+        if not token_may_go_to(url, allowed):
+            # Checked before the token is read: an Assignment must not be a way to send any Secret of
+            # the namespace to a host of its author's choosing (SECURITY.md, "Token exfiltration").
+            listed = ", ".join(git_url_prefixes(allowed))
+            where = naming.ANNOTATION_GIT_URLS
+            now = f"its annotation {where} lists only {listed}" if listed else f"it has no annotation {where}"
+            raise _TokenMissing("TokenNotAllowed", (
+                f"the token in the Secret {secret.name!r} may not be sent to {url}: {now}. If this "
+                "repository is meant to get it, an admin adds the repository's address, or a prefix of "
+                f"it such as https://github.com/your-org/, to that annotation (kubectl annotate secret "
+                f"-n {assignment.ref.namespace} {secret.name} {where}={url} --overwrite); otherwise "
+                "name a Secret meant for this repository in spec.source.tokenSecret"))
         value = (obj.get("data") or {}).get(secret.key)
         if not isinstance(value, str):
             raise _TokenMissing("TokenSecretMissing", f"the Secret {secret.name!r} has no key {secret.key!r}")

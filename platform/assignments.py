@@ -120,6 +120,31 @@ class Source:
         return cls(url=url, ref=ref, sub_path=sub_path, token_secret=token)
 
 
+def git_url_prefixes(annotation: str) -> list[str]:
+    """The prefixes a Secret's `userland.dev/git-urls` lists (one a line, or separated by spaces
+    or commas); only http(s) addresses with a host count (`https://` alone allows nothing)."""
+    found = []
+    for item in re.split(r"[\s,]+", annotation or ""):
+        parts = urlsplit(item)
+        if parts.scheme in ("https", "http") and parts.hostname and not parts.username and not parts.password:
+            found.append(item)
+    return found
+
+
+def token_may_go_to(url: str, annotation: str) -> bool:
+    """Whether a token whose Secret carries `annotation` may be sent to the repository at `url`:
+    `url` is a listed prefix, or continues it at a `/` (so `https://git.example.edu/course` allows
+    `https://git.example.edu/course/week1.git`, never `https://git.example.edu/course-evil/...` nor
+    `https://git.example.edu.evil.com/...`). A URL with `.` or `..` segments never matches."""
+    if any(segment in (".", "..") for segment in urlsplit(url).path.split("/")):
+        return False
+    for prefix in git_url_prefixes(annotation):
+        stem = prefix if prefix.endswith("/") else prefix + "/"
+        if url == prefix or url.startswith(stem):
+            return True
+    return False
+
+
 def _is_dns_subdomain(name: str) -> bool:
     return len(name) <= 253 and all(naming.is_valid_dns_label(p) for p in name.split("."))
 

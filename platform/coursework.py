@@ -157,6 +157,8 @@ class Job:
     feedback: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
     max_files: int = 20_000
     max_bytes: int = 500 * 1024 * 1024
+    # Seals the hand-out records in students' folders (manifest_key); "" trusts none of them.
+    manifest_key: str = ""
 
     def to_json(self) -> str:
         return json.dumps({
@@ -164,7 +166,7 @@ class Job:
             "mounts": {m.key: m.mount for m in self.scope.members},
             "path": self.path, "at": self.at, "commit": self.commit,
             "feedback": {k: list(v) for k, v in sorted(self.feedback.items())},
-            "maxFiles": self.max_files, "maxBytes": self.max_bytes,
+            "maxFiles": self.max_files, "maxBytes": self.max_bytes, "manifestKey": self.manifest_key,
         }, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -182,6 +184,7 @@ class Job:
                 feedback={str(k): (str(v[0]), str(v[1]), str(v[2])) for k, v in
                           (data.get("feedback") or {}).items()},
                 max_files=int(data.get("maxFiles") or 20_000), max_bytes=int(data.get("maxBytes") or 0),
+                manifest_key=str(data.get("manifestKey") or ""),
             )
         except (ValueError, KeyError, TypeError, IndexError) as err:
             raise ScopeRefused(f"unreadable job: {err}") from None
@@ -190,6 +193,23 @@ class Job:
 def _mac(secret: str, purpose: str, message: str) -> str:
     return hmac.new(secret.encode(), f"userland-store-v1\n{purpose}\n{message}".encode(),
                     hashlib.sha256).hexdigest()
+
+
+def manifest_key(secret: str, namespace: str, assignment: str) -> str:
+    """The key that seals the hand-out records of one assignment (docs/assignments.md): derived
+    from the store secret by the operator and given to its worker Pods in the job (their spec,
+    which no student can read), never to a student's environment."""
+    return _mac(secret, "manifest", f"{namespace}/{assignment}")
+
+
+def manifest_seal(key: str, env: str, folder: str, files: Mapping[str, str]) -> str:
+    """The seal of one hand-out record: which files, with which digests, were handed out to this
+    environment (`jupyterlab/alice`) in this folder. A record with another seal, or none, is not
+    the platform's: a student could have written it. "" when there is no key (never trusted)."""
+    if not key:
+        return ""
+    text = json.dumps([env, folder, sorted(files.items())], separators=(",", ":"))
+    return hmac.new(key.encode(), f"userland-manifest-v1\n{text}".encode(), hashlib.sha256).hexdigest()
 
 
 def job_token(secret: str, scope: JobScope) -> str:

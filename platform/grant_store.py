@@ -4,7 +4,8 @@ Every change that must be all-or-nothing is one Lua script (Redis runs it atomic
 - `create`: a new grant, unless the same staff member already has a live one for that student
   in that course (then that one: pressing Join twice gives one grant). It writes the live key
   (expiring with the grant), the pair index, the course's set of grants, the record and the
-  student's history (the newest HISTORY_KEEP);
+  student's history (the newest HISTORY_KEEP and any older one still running; the records of
+  the grants it drops are deleted, so a loop of Join and Done keeps a bounded record);
 - `end`: deletes the live key and the pair index, writes the end into the record, and publishes
   the digest of every origin session bound to the grant on the sessions' invalidation channel,
   so that every gateway replica drops them from its cache and closes their open connections at
@@ -51,8 +52,11 @@ from userland.platform.grants import (
 from userland.platform.sessions import INVALIDATION_CHANNEL
 
 # KEYS: pair, live grant, record, course set, history. ARGV: record, TTL (ms), id, end (ms),
-# start (s), history size, history TTL (s), grant key prefix. Returns {1, record} when created,
-# {0, the live grant} when the pair already has one.
+# start (s), history size, history TTL (s), grant key prefix, record key prefix. Returns
+# {1, record} when created, {0, the live grant} when the pair already has one. The history keeps
+# the newest `history size` grants and every older one still running (live, or run out and not
+# yet claimed by claim_expired); the records of the grants it drops are deleted with them, so
+# Join and Done in a loop cannot pile records up in Redis.
 _CREATE = """
 local existing = redis.call('GET', KEYS[1])
 if existing then
@@ -64,7 +68,12 @@ redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
 redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
 redis.call('ZADD', KEYS[5], ARGV[5], ARGV[3])
-redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -(tonumber(ARGV[6]) + 1))
+for _, old in ipairs(redis.call('ZRANGE', KEYS[5], 0, -(tonumber(ARGV[6]) + 1))) do
+  if redis.call('EXISTS', ARGV[8] .. old) == 0 and not redis.call('ZSCORE', KEYS[4], old) then
+    redis.call('ZREM', KEYS[5], old)
+    redis.call('DEL', ARGV[9] .. old)
+  end
+end
 redis.call('EXPIRE', KEYS[5], ARGV[7])
 return {1, ARGV[1]}
 """
@@ -152,7 +161,7 @@ class GrantStore:
             keys=[pair_key(course, student, staff), grant_key(grant.id), log_key(grant.id),
                   course_key(course), history_key(course, student)],
             args=[encode_grant(grant), ttl_ms, grant.id, int(grant.expires * 1000), started,
-                  HISTORY_KEEP, HISTORY_SECONDS, GRANT_PREFIX])
+                  HISTORY_KEEP, HISTORY_SECONDS, GRANT_PREFIX, GRANT_LOG_PREFIX])
         found = decode_grant(raw)
         if found is None:  # never: the script returns what was written or a live record
             raise ValueError("grant store returned a malformed grant")
@@ -200,16 +209,19 @@ class GrantStore:
         return sorted(grants, key=lambda g: g.started)
 
     async def history(self, course: str, student: str, count: int = HISTORY_KEEP) -> list[Grant]:
-        """The student's grants in the course, newest first, live ones included."""
-        ids = await self.redis.zrevrange(history_key(course, student), 0, count - 1)
+        """The student's grants in the course, newest first: the newest `count`, and any older
+        one still live."""
+        # Every entry: the newest `count`, and older grants still running (create keeps those, so
+        # that a live grant never drops out of the student's sight behind newer ones).
+        ids = await self.redis.zrevrange(history_key(course, student), 0, -1)
         if not ids:
             return []
         raws = await self.redis.mget([log_key(_text(i)) for i in ids])
         live = await self.redis.mget([grant_key(_text(i)) for i in ids])
         out = []
-        for raw, alive in zip(raws, live, strict=True):
+        for index, (raw, alive) in enumerate(zip(raws, live, strict=True)):
             grant = decode_grant(raw)
-            if grant is None:
+            if grant is None or (index >= count and alive is None):
                 continue
             if alive is None and grant.ended is None:
                 # Its time ran out and nobody has claimed it yet: it ended at its end.

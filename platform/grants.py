@@ -104,6 +104,13 @@ class Grant:
     def live(self, now: float) -> bool:
         return self.ended is None and now < self.expires
 
+    def made_for(self, role: str, teams: tuple[str, ...] | list[str]) -> bool:
+        """Whether a session of the staff member with this global role and these teams is the
+        person the grant was made for: the course judged them with the role and teams they had
+        at Join, so a later login with others (taken off USERLAND_INSTRUCTORS, out of a team a
+        course names) must join again."""
+        return role == self.staff_global_role and ",".join(sorted(teams)) == self.staff_teams
+
     @property
     def until(self) -> float:
         """When access stopped (or will): the end, or the planned end."""

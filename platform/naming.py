@@ -53,6 +53,11 @@ ANNOTATION_STARTED_BY = "userland.dev/started-by"
 ANNOTATION_HANDOUT_AT = "userland.dev/handout-at"
 ANNOTATION_COLLECT_NOW = "userland.dev/collect-now"
 ANNOTATION_FEEDBACK_AT = "userland.dev/feedback-at"
+# On a Secret an Assignment names in spec.source.tokenSecret: the URL prefixes (one a line, or
+# separated by spaces or commas) its token may be sent to. A Secret without it, or an Assignment
+# whose URL matches none, gets no token (reason TokenNotAllowed): naming a Secret must not be a
+# way to send its token to a host of one's choosing.
+ANNOTATION_GIT_URLS = "userland.dev/git-urls"
 # The operator's worker Pods (hand out, collect, return feedback): the Assignment they work for,
 # the kind of work, and what they do (a JSON summary: the students, the commit or deadline).
 LABEL_ASSIGNMENT = "userland.dev/assignment"

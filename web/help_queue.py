@@ -6,7 +6,9 @@ JSON: message and time), which expires after `REQUEST_TTL_SECONDS` (a request no
 by the end of the day goes away by itself; the set entry is dropped when it is next read).
 Asking again while a request is open keeps its place in the queue and takes the new message.
 A student may ask (or ask again) at most `ASKS_PER_WINDOW` times per `ASK_WINDOW_SECONDS`
-per course, so a script cannot churn a course's queue and every dashboard watching it.
+per course, so a script cannot churn a course's queue and every dashboard watching it; a member
+of staff may join at most `JOINS_PER_WINDOW` times per `JOIN_WINDOW_SECONDS` per course
+(`count_join`), so Join and Done in a loop cannot flood the API server with the grants' Events.
 Taking a request (a member of staff joins) and cancelling it are one atomic step each: when two
 members of staff press Join at once, exactly one of them takes it.
 Every change is announced on platform/grants.py's HELP_CHANNEL (the course's name) for the
@@ -31,6 +33,12 @@ ASKS_PREFIX = "userland:help-asks:"
 REQUEST_TTL_SECONDS = 12 * 3600
 ASKS_PER_WINDOW = 20
 ASK_WINDOW_SECONDS = 600
+# Grants one member of staff may make in a course per window (Join, or Open as staff): more than
+# a lab's helper gets through, few enough that Join and Done in a loop cannot flood the API
+# server with the grants' Events (two per environment per round) or the audit log.
+JOINS_PREFIX = "userland:help-joins:"
+JOINS_PER_WINDOW = 20
+JOIN_WINDOW_SECONDS = 600
 
 # KEYS: queue, request, ask counter. ARGV: student, now, record, TTL, limit, window.
 # Returns 1 (asked), 0 (already open: message updated, place kept), -1 (too many asks).
@@ -62,6 +70,15 @@ return false
 """
 
 
+# KEYS: the staff member's join counter. ARGV: limit, window. Returns 1 (allowed) or 0.
+_JOIN = """
+local joins = redis.call('INCR', KEYS[1])
+if joins == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+if joins > tonumber(ARGV[1]) then return 0 end
+return 1
+"""
+
+
 def queue_key(course: str) -> str:
     return QUEUE_PREFIX + course
 
@@ -72,6 +89,10 @@ def request_key(course: str, student: str) -> str:
 
 class TooManyAsks(Exception):
     """The student asked (or asked again) more often than a person would."""
+
+
+class TooManyJoins(Exception):
+    """The member of staff joined students in this course more often than a person would."""
 
 
 def _decode(course: str, student: str, raw: Any) -> HelpRequest | None:
@@ -88,6 +109,7 @@ class HelpQueue:
         self.redis = client
         self._ask = client.register_script(_ASK)
         self._take = client.register_script(_TAKE)
+        self._join = client.register_script(_JOIN)
 
     async def ask(self, course: str, student: str, message: str, now: float | None = None) -> bool:
         """Open a request (True), or update the open one's message (False); TooManyAsks."""
@@ -110,6 +132,13 @@ class HelpQueue:
             return None
         await self.redis.publish(HELP_CHANNEL, course)
         return _decode(course, student, raw)
+
+    async def count_join(self, course: str, staff: str) -> None:
+        """Count a member of staff's join in the course; TooManyJoins past JOINS_PER_WINDOW."""
+        allowed = await self._join(keys=[f"{JOINS_PREFIX}{course}:{staff}"],
+                                   args=[JOINS_PER_WINDOW, JOIN_WINDOW_SECONDS])
+        if not int(allowed):
+            raise TooManyJoins
 
     async def get(self, course: str, student: str) -> HelpRequest | None:
         raw = await self.redis.get(request_key(course, student))

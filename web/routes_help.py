@@ -10,7 +10,8 @@ Staff, on the class dashboard (the help card, live through the dashboard's strea
                                  for the course's limit. A student who asked: any member of
                                  staff; one who did not: only instructors and admins, and only
                                  in a course with `staff-access: instructors`. The request
-                                 leaves the queue; pressing Join twice gives one grant;
+                                 leaves the queue; pressing Join twice gives one grant; at most
+                                 JOINS_PER_WINDOW joins per window (web/help_queue.py), then 429;
 - GET  /courses/{ns}/help/{student}   the helping page: the student's environments to open,
                                  the message, the time left, Done;
 - POST /courses/{ns}/help/done   end a grant (one's own; instructors and admins: anyone's).
@@ -34,7 +35,7 @@ from userland.web.context import WEB, identity_of, web_context
 from userland.web.courses import Course, may_join
 from userland.web.dashboard import StudentRow, duration_words
 from userland.web.help_card import HELP, HelpServices, help_services
-from userland.web.help_queue import HelpQueue, TooManyAsks
+from userland.web.help_queue import HelpQueue, TooManyAsks, TooManyJoins
 from userland.web.help_records import record_grant
 from userland.web.routes_audit import audit_log
 from userland.web.routes_course import class_state, course_watch
@@ -151,6 +152,14 @@ async def join(request: web.Request) -> web.StreamResponse:
         return _see_other(helping)  # joined already (a second click, another tab)
     if not may_join(role, course, asked=True):
         raise Refused(ctx.error(request, 403, "Not allowed", "You cannot help students of this course."))
+    try:
+        await services.queue.count_join(course.namespace, who.login)
+    except TooManyJoins:
+        log.info("help join refused: too many", extra={"event": "help.join_rate", "course": course.namespace,
+                                                       "login": who.login})
+        return ctx.error(request, 429, "Too many joins",
+                         "You joined students of this course many times in the last few minutes. Wait a "
+                         "few minutes and try again; the student's request stays in the queue.")
     taken = await services.queue.take(course.namespace, student)
     if taken is None and not may_join(role, course, asked=False):
         others = [g.staff for g in await services.grants.live_in(course.namespace) if g.student == student]

@@ -148,6 +148,20 @@ function post(action, fields) {
 })();
 </script></body></html>"""
 
+# alice's page adds images pointing at the platform's handoff for her own origin (where tina has
+# access): each image a request with tina's platform cookie, where the two share a site.
+FLOOD = """<!doctype html><html><head><meta charset="utf-8"><title>alice's images</title></head><body>
+<p id="state">loading</p>
+<script>
+const q = new URLSearchParams(location.search);
+const target = q.get("platform") + "/auth/handoff?origin=" + encodeURIComponent(q.get("origin")) + "&next=/";
+Promise.all(Array.from({length: 40}, (_, i) => new Promise((resolve) => {
+  const image = new Image();
+  image.onload = image.onerror = resolve;
+  image.src = target + i;
+}))).then(() => { document.getElementById("state").textContent = "done"; });
+</script></body></html>"""
+
 
 @dataclass
 class Environment:
@@ -177,6 +191,9 @@ class Environment:
         async def attack(_: web.Request) -> web.Response:
             return web.Response(text=ATTACK, content_type="text/html")
 
+        async def flood(_: web.Request) -> web.Response:
+            return web.Response(text=FLOOD, content_type="text/html")
+
         async def plant(_: web.Request) -> web.Response:
             return web.Response(text=PLANT.replace("OWNER", self.owner), content_type="text/html")
 
@@ -199,6 +216,7 @@ class Environment:
         app.router.add_get("/secret", secret)
         app.router.add_get("/attack", attack)
         app.router.add_get("/plant", plant)
+        app.router.add_get("/flood", flood)
         app.router.add_get("/static/sw.js", worker)
         app.router.add_get("/cacheable", cacheable)
         app.router.add_get("/ws", websocket)
@@ -415,3 +433,30 @@ async def test_the_student_ends_access_and_the_helpers_tab_is_told(lab: Lab, bro
         assert "access to alice's environment has ended" in (await on_alice.content()).replace("&#39;", "'")
     finally:
         await asyncio.gather(tina.close(), alice.close())
+
+
+async def test_a_students_page_cannot_use_up_the_helpers_handoffs(lab: Lab, browser: Browser) -> None:
+    """alice's page, in tina's browser, loads 40 images from the platform's handoff to alice's
+    origin. Where the two share a site each one carried tina's platform cookie and was a code
+    issued to her: past 30 a minute, tina could open no environment for a minute ("Too many
+    sign-ins"), bob's (who is waiting for her) included. Now the handoff issues codes to page
+    loads only."""
+    queue = HelpQueue(lab.redis)
+    await queue.ask(lab.namespace, "alice", "look at this")
+    await queue.ask(lab.namespace, "bob", "me next")
+    tina = await browser.new_context()
+    try:
+        await lab.session(tina, "tina")
+        on_alice = await join_and_open(lab, tina, "alice")
+        alice = lab.origin("alice")
+        await on_alice.goto(f"{alice}/flood?platform={lab.platform}&origin={alice}")
+        await on_alice.locator("#state", has_text="done").wait_for(timeout=30_000)
+        # No code was issued for them (the images would redeem them, following the redirect):
+        # the one code of tina's session this minute is her own page load of alice's origin.
+        counts = await lab.redis.mget(await lab.redis.keys("userland:handoff-count:*"))
+        assert counts == [b"1"], counts
+        assert len(lab.logins_at("/auth/handoff")) >= 40, "the images never reached the gateway"
+        on_bob = await join_and_open(lab, tina, "bob")  # tina still opens bob's, at once
+        await on_bob.close()
+    finally:
+        await tina.close()

@@ -108,6 +108,8 @@ async def test_hand_out_collect_and_download_on_the_node(platform: Platform, git
     wait_until(lambda: kubectl_json("-n", COURSE, "get", "pvc", naming.pvc_name("testenv", "jack"))
                .get("status", {}).get("phase") == "Bound", "jack's volume bound")
     kubectl("-n", COURSE, "create", "secret", "generic", "course-github", f"--from-literal=token={TOKEN}")
+    kubectl("-n", COURSE, "annotate", "secret", "course-github",
+            f"{naming.ANNOTATION_GIT_URLS}={git.url_of('private')}")
     kubectl("apply", "-f", "-", stdin=json.dumps({
         "apiVersion": naming.API_VERSION, "kind": "Assignment",
         "metadata": {"name": NAME, "namespace": COURSE},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,46 @@ async def test_a_source_past_the_limits_is_refused(git_server: GitServer, tmp_pa
 def test_classify(stderr: str, secret: str, reason: str) -> None:
     problem = classify(stderr, url="https://x/", ref="x", secret=secret)
     assert problem.reason == reason and problem.message
+
+
+async def test_a_token_never_follows_a_redirect_to_another_server(git_server: GitServer,
+                                                                   tmp_path: Path) -> None:
+    """The Secret allows the token for one server (userland.dev/git-urls); that server answers
+    with a redirect to another one, which serves a real repository and records what it is sent.
+    git updates its base URL after the first redirect and sends http.extraHeader with every
+    later request: the token would reach the other server. With a token, redirects are not
+    followed: the fetch fails in words, and the other server never sees the token."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from userland.local.gitserver import create_git_app
+    git_server.repo("course", {"a.py": "a\n"})
+    seen: list[str] = []
+
+    @web.middleware
+    async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        seen.append(request.headers.get("Authorization", ""))
+        return await handler(request)  # type: ignore[no-any-return]
+    other_app = create_git_app(git_server.root)
+    other_app.middlewares.append(record)
+    other = TestServer(other_app, host="127.0.0.1")
+    await other.start_server()
+
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPFound(str(other.make_url(request.path_qs)))
+    first_app = web.Application()
+    first_app.router.add_route("*", "/{tail:.*}", moved)
+    first = TestServer(first_app, host="127.0.0.1")
+    await first.start_server()
+    try:
+        with pytest.raises(FetchProblem) as refused:
+            await get(git_server, tmp_path, str(first.make_url("/course.git")), token=TOKEN,
+                      secret="course-git")
+        assert refused.value.reason == "Redirected" and "spec.source.url" in refused.value.message
+        assert not [h for h in seen if h], seen
+        # Without a token a redirect is followed as before (a renamed public repository).
+        commit, _, _ = await get(git_server, tmp_path / "public", str(first.make_url("/course.git")))
+        assert commit
+    finally:
+        await first.close()
+        await other.close()

@@ -24,7 +24,7 @@ from tests.support.mounts import small_volume
 from userland.coursework.trees import Limits
 from userland.coursework.worker import run
 from userland.platform import coursework
-from userland.platform.coursework import Job, JobScope, Member, job_token
+from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
 from userland.platform.store_client import FetchRefused, StoreClient
 
 NS, ASG = "course", "week1"
@@ -64,7 +64,8 @@ def job(kind: str, members: list[Member], **kwargs: object) -> Job:
     scope = JobScope(kind=kind, namespace=NS, assignment=ASG, members=tuple(members),  # type: ignore[arg-type]
                      expires=int(time.time()) + 600, source=str(kwargs.pop("source", "")),
                      round=str(kwargs.pop("round", "")))
-    return Job(scope=scope, path="week1", **kwargs)  # type: ignore[arg-type]
+    return Job(scope=scope, path="week1", manifest_key=manifest_key(SECRET, NS, ASG),
+               **kwargs)  # type: ignore[arg-type]
 
 
 async def work(store: str, the_job: Job, tmp_path: Path) -> int:

@@ -14,7 +14,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from tests.support import eventually
 from userland.platform.grant_store import GrantStore
-from userland.platform.grants import HELP_CHANNEL, Grant, sessions_key
+from userland.platform.grants import HELP_CHANNEL, HISTORY_KEEP, Grant, sessions_key
 from userland.platform.sessions import INVALIDATION_CHANNEL
 from userland.proxy.grant_watch import GrantWatch
 from userland.web.help_queue import ASKS_PER_WINDOW, HelpQueue, TooManyAsks
@@ -173,3 +173,30 @@ async def test_the_watch_fails_closed_when_redis_cannot_answer(redis_url: str) -
     watch.add(request, grant)
     assert await watch.sweep() == 1
     await dead.aclose()
+
+
+async def test_join_and_done_in_a_loop_keeps_a_bounded_record(client: redis.asyncio.Redis) -> None:
+    """Attack review (issue 20, floods): an instructor of a course that lets instructors open any
+    student's environment presses Join and Done in a loop (or an assistant with a student who asks
+    again and again). Each grant's record lived 30 days while the student's history kept only the
+    newest HISTORY_KEEP: records piled up in Redis (which runs with `noeviction`)."""
+    store = GrantStore(client)
+    for _ in range(HISTORY_KEEP * 3):
+        grant, _made = await store.create(course="cs101", student="alice", staff="teacher", role="instructor",
+                                          basis="instructors", seconds=600)
+        await store.end(grant.id, by="teacher", reason="done")
+    live, _made = await store.create(course="cs101", student="alice", staff="tina", role="assistant",
+                                     basis="request", seconds=600)
+    records = [key async for key in client.scan_iter(match="userland:grant-log:*")]
+    assert len(records) == HISTORY_KEEP  # the history's, and no more
+    history = await store.history("cs101", "alice")
+    assert len(history) == HISTORY_KEEP and history[0].id == live.id
+    # A live grant's record is never dropped, however many newer ones there are.
+    for index in range(HISTORY_KEEP + 2):
+        await store.create(course="cs101", student="alice", staff=f"ta{index}", role="assistant",
+                           basis="request", seconds=600)
+    assert await client.exists(f"userland:grant-log:{live.id}")
+    # ... nor out of the student's sight on /me (where they end it), behind newer ones.
+    assert live.id in [g.id for g in await store.history("cs101", "alice")]
+    ended = await store.end(live.id, by="alice", reason="student")
+    assert ended is not None and ended.end_reason == "student"

@@ -10,6 +10,7 @@ serving their home (the volume), so "running" means a process with the volume in
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import io
 import zipfile
@@ -313,13 +314,12 @@ async def test_a_source_that_cannot_be_had_is_said_and_nothing_is_written(
 
 
 async def test_a_private_repository_with_its_token_and_links_left_out(course: Course) -> None:
-    import base64
-
     from tests.support.coursework import GIT_TOKEN
     await course.add(template("lab"), userland("alice", "lab"))
     course.git.repo("private", {"a.py": "a\n", "escape": "->../../../etc/passwd"})
     token = base64.b64encode(GIT_TOKEN.encode()).decode()
-    secret = {"metadata": {"name": "course-git"}, "data": {"token": token}}
+    secret = {"metadata": {"name": "course-git", "annotations": {
+        naming.ANNOTATION_GIT_URLS: course.git.url_of("private")}}, "data": {"token": token}}
     await course.kube.create(SECRETS, course.ns, secret)
     await course.assignment(source={"url": course.git.url_of("private"),
                                     "tokenSecret": {"name": "course-git"}})
@@ -331,6 +331,58 @@ async def test_a_private_repository_with_its_token_and_links_left_out(course: Co
     # The token reached no Pod (the store fetched; worker Pods only read the store).
     for pod in (await course.kube.list(PODS, course.ns))["items"]:
         assert GIT_TOKEN not in str(pod["spec"])
+
+
+async def test_a_token_goes_only_to_the_urls_its_secret_lists(course: Course) -> None:
+    """Whoever may write an Assignment names a Secret of the namespace in tokenSecret and points
+    the source at a host they control: the token must not be sent there. A Secret is used only
+    for the URLs its annotation userland.dev/git-urls lists; the Assignment says how to fix it."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from tests.support.coursework import GIT_TOKEN
+    asked: list[str] = []
+
+    async def catch(request: web.Request) -> web.Response:
+        asked.append(request.headers.get("Authorization", ""))
+        return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", catch)
+    thief = TestServer(app, host="127.0.0.1")
+    await thief.start_server()
+    try:
+        await course.add(template("lab"), userland("alice", "lab"))
+        course.git.repo("private", STARTER)
+        token = base64.b64encode(GIT_TOKEN.encode()).decode()
+        await course.kube.create(SECRETS, course.ns, {"metadata": {"name": "course-git"},
+                                                      "data": {"token": token}})
+        await course.assignment(source={"url": str(thief.make_url("/stolen.git")),
+                                        "tokenSecret": {"name": "course-git"}})
+
+        async def said() -> JSON | None:
+            ready = next(iter((await course.status()).get("conditions") or []), {})
+            return ready if ready.get("reason") == "TokenNotAllowed" else None
+        ready = await eventually(said, timeout=60)
+        assert naming.ANNOTATION_GIT_URLS in ready["message"]
+        assert "kubectl annotate secret" in ready["message"]
+        # Allowed for the course's own host only: the thief's host still gets nothing.
+        await course.kube.merge_patch(SECRETS, course.ns, "course-git", {"metadata": {"annotations": {
+            naming.ANNOTATION_GIT_URLS: course.git.url + "/"}}})
+
+        async def listed() -> JSON | None:
+            ready = await said()
+            return ready if ready is not None and "its annotation" in ready["message"] else None
+        ready = await eventually(listed, timeout=90)
+        assert course.git.url in ready["message"]
+        assert not any(GIT_TOKEN in a or token in a or a.startswith("Basic") for a in asked), asked
+        # The course's own repository, which the Secret lists, gets it.
+        await course.kube.merge_patch(ASSIGNMENTS, course.ns, "week1", {"spec": {"source": {
+            "url": course.git.url_of("private")}}})
+        await eventually(lambda: _equal(course.states(), {"lab/alice": "HandedOut"}), timeout=90)
+        for pod in (await course.kube.list(PODS, course.ns))["items"]:
+            assert GIT_TOKEN not in str(pod["spec"])
+    finally:
+        await thief.close()
 
 
 async def test_a_store_that_is_down_is_said_and_the_work_waits_for_it(

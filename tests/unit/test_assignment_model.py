@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from userland.platform import naming
-from userland.platform.assignments import Assignment, AssignmentSpec, Grade, relative_path
+from userland.platform.assignments import Assignment, AssignmentSpec, Grade, relative_path, token_may_go_to
 from userland.platform.models import InvalidSpec
 
 BASE: dict[str, Any] = {
@@ -116,3 +116,21 @@ def test_staff_actions_come_from_annotations_and_a_bad_one_is_ignored() -> None:
 def test_an_assignment_name_must_be_a_dns_label() -> None:
     with pytest.raises(InvalidSpec, match="must be a DNS label"):
         Assignment.from_object({"metadata": {"name": "Week.1", "namespace": "c"}, "spec": spec()})
+
+
+@pytest.mark.parametrize(("url", "annotation", "allowed"), [
+    ("https://git.example.edu/course/week1.git", "https://git.example.edu/course/", True),
+    ("https://git.example.edu/course/week1.git", "https://git.example.edu/course", True),
+    ("https://git.example.edu/course/week1.git", "https://o.example/\nhttps://git.example.edu/", True),
+    ("https://git.example.edu/course/week1.git", "https://a.example/, https://git.example.edu/course", True),
+    ("https://git.example.edu/course/week1.git", "", False),
+    ("https://git.example.edu/course-evil/x.git", "https://git.example.edu/course", False),
+    ("https://git.example.edu.evil.com/course/x.git", "https://git.example.edu", False),
+    ("https://git.example.edu@evil.com/course/x.git", "https://git.example.edu", False),
+    ("http://git.example.edu/course/x.git", "https://git.example.edu/", False),
+    ("https://git.example.edu/course/../../evil/x.git", "https://git.example.edu/course/", False),
+    ("https://evil.com/x.git", "https://", False),
+    ("https://evil.com/x.git", "*", False),
+])
+def test_a_token_goes_only_where_its_secret_allows(url: str, annotation: str, allowed: bool) -> None:
+    assert token_may_go_to(url, annotation) is allowed

@@ -10,17 +10,18 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 
 from tests.support.mounts import small_volume
-from userland.coursework.apply import FULL, hand_out, load_manifest, take_copy
+from userland.coursework.apply import FULL, Sealer, hand_out, load_manifest, take_copy
 from userland.coursework.safefs import Folder
 from userland.coursework.trees import IndexEntry, Limits, check_copy, read_index
 from userland.platform.assignments import MANIFEST_NAME
-from userland.platform.coursework import tree_digest
+from userland.platform.coursework import manifest_key, tree_digest
 
 LIMITS = Limits(files=1000, bytes=50 * 1024 * 1024)
 
@@ -46,7 +47,12 @@ class Source:
 
 
 def give(volume: Path, source: Source, path: str = "week1", commit: str = "c1") -> object:
-    return hand_out(str(volume), path, source.index, source.open, assignment="course/week1", commit=commit)
+    return hand_out(str(volume), path, source.index, source.open, assignment="course/week1", commit=commit,
+                    sealer=sealer(path))
+
+
+def sealer(path: str = "week1") -> Sealer:
+    return Sealer(manifest_key("s" * 40, "course", "week1"), "jupyterlab/alice", path)
 
 
 @pytest.fixture
@@ -69,7 +75,7 @@ def test_a_hand_out_and_an_update_keep_the_students_work(tmp_path: Path, volumes
     assert os.stat(alice / "week1" / "run.sh").st_mode & 0o777 == 0o755
     assert os.stat(alice / "week1" / "hello.py").st_mode & 0o777 == 0o644
     with Folder.open(str(alice), "week1") as folder:
-        assert load_manifest(folder) == {p: e.digest for p, e in first.index.items()}
+        assert load_manifest(folder, sealer()) == {p: e.digest for p, e in first.index.items()}
     # alice works on hello.py and adds her own notes.
     (alice / "week1" / "hello.py").write_text("print('my answer')\n")
     (alice / "week1" / "notes.md").write_text("mine\n")
@@ -141,7 +147,7 @@ def test_a_full_volume_is_said_and_the_manifest_holds_what_was_written(tmp_path:
         written = sorted(p.name for p in (volume / "week1").iterdir() if p.name.endswith(".bin"))
         assert written and len(written) < 5
         with Folder.open(str(volume), "week1") as folder:
-            manifest = load_manifest(folder)
+            manifest = load_manifest(folder, sealer())
         assert manifest is None or sorted(manifest) == written  # never a file it did not write
         assert not [p for p in (volume / "week1").iterdir() if p.name.startswith(".userland-tmp-")]
 
@@ -228,3 +234,19 @@ def test_a_source_archive_naming_paths_outside_is_refused_member_by_member(tmp_p
     out.seek(0)
     with tarfile.open(fileobj=out) as archive:
         assert archive.getnames() == ["ok.py"]
+
+
+def test_a_zips_entries_are_counted_from_its_directory(tmp_path: Path) -> None:
+    """The count that guards feedback uploads (zipped.zip_entries) matches what zipfile reads,
+    for a plain zip, a zip64 one (over 65,535 entries) and one with a script prepended."""
+    from userland.coursework.zipped import zip_entries
+    for count in (3, 70_000):
+        path = tmp_path / f"{count}.zip"
+        with zipfile.ZipFile(path, "w") as archive:
+            for i in range(count):
+                archive.writestr(f"alice/{i}", b"")
+        assert zip_entries(path, 10**6) == count
+        assert zip_entries(path, 2) == 3  # stops past the most asked
+        prepended = tmp_path / f"{count}-sfx.zip"
+        prepended.write_bytes(b"#!/bin/sh\nexit 0\n" * 50 + path.read_bytes())
+        assert zip_entries(prepended, 10**6) == count

@@ -278,6 +278,41 @@ async def test_feedback_is_streamed_to_the_store_only_after_its_token(
     assert set(state["feedback"]) == {"alice", "zed"}
 
 
+async def test_a_feedback_zip_bomb_is_a_400_page_and_loses_nothing(
+        kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str, tmp_path: Path) -> None:
+    """A zip of 300 MB of zeros in one file (about 300 KB) uploaded after real feedback: a 400 page
+    that says why, and the feedback already uploaded is still there."""
+    as_user = await teacher_in(kube, namespace, web_ui, store_url)
+    await kube.create(ASSIGNMENTS, namespace, assignment_body())
+    await write_status(kube, namespace, [{"user": "alice", "template": "lab", "state": "HandedOut"}])
+    teacher = as_user(ASSISTANT)
+    await wait_cached(teacher, f"/courses/{namespace}/assignments/week1", "alice")
+    url = f"/courses/{namespace}/assignments/week1/feedback"
+
+    async def send(data: bytes) -> tuple[int, str]:
+        form = aiohttp.FormData()
+        form.add_field("csrf", teacher.csrf)
+        form.add_field("file", data, filename="feedback.zip", content_type="application/zip")
+        response = await teacher.client.post(url, data=form, headers=headers(ASSISTANT, "student"))
+        return response.status, await response.text()
+
+    good = io.BytesIO()
+    with zipfile.ZipFile(good, "w") as archive:
+        archive.writestr("alice/notes.md", "Well done.\n")
+    assert (await send(good.getvalue()))[0] == 200
+    before = (await _store_state(store_url, namespace))["feedback"]
+    with zipfile.ZipFile(tmp_path / "bomb.zip", "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        info = zipfile.ZipInfo("alice/zeros.bin")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with archive.open(info, "w") as target:
+            for _ in range(300):
+                target.write(bytes(1024 * 1024))
+    status, page = await send((tmp_path / "bomb.zip").read_bytes())
+    assert status == 400 and "That file cannot be used" in page and "larger than" in page
+    assert "Nothing was uploaded" in page
+    assert (await _store_state(store_url, namespace))["feedback"] == before
+
+
 async def _store_state(store: str, namespace: str) -> JSON:
     from userland.platform.store_client import StoreClient
     client = StoreClient(store, STORE_SECRET, "web")
