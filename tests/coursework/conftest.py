@@ -10,11 +10,37 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.coursework import GitServer
+from tests.support.coursework import STORE_SECRET, GitServer, store_server
 from tests.support.coursework import git_server as serve_git
+from userland.coursework.trees import Limits
+from userland.platform.store_client import StoreClient
 
 
 @pytest.fixture
 async def git_server(tmp_path: Path) -> AsyncIterator[GitServer]:
     async with serve_git(tmp_path / "git") as server:
         yield server
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[str]:
+    """The assignment store on loopback, with small limits (100 files, 10 MB) for sources and copies."""
+    async with store_server(tmp_path / "store", source_limits=Limits(100, 10**7),
+                            copy_limits=Limits(100, 10**7)) as url:
+        yield url
+
+
+@pytest.fixture
+async def operator(store: str) -> AsyncIterator[StoreClient]:
+    """The store as the operator calls it."""
+    client = StoreClient(store, STORE_SECRET, "operator")
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def web(store: str) -> AsyncIterator[StoreClient]:
+    """The store as the web UI calls it."""
+    client = StoreClient(store, STORE_SECRET, "web")
+    yield client
+    await client.close()

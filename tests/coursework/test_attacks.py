@@ -18,14 +18,12 @@ import time
 import tracemalloc
 import zipfile
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.coursework import STORE_SECRET as SECRET
-from tests.support.coursework import GitServer, store_server
-from userland.coursework.trees import Limits
+from tests.support.coursework import GitServer
 from userland.coursework.worker import run
 from userland.platform.assignments import MANIFEST_NAME
 from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
@@ -33,20 +31,6 @@ from userland.platform.store_client import StoreClient, StoreError
 
 NS, ASG = "course", "week1"
 ROUND = "20261207T235900Z"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[str]:
-    async with store_server(tmp_path / "store", source_limits=Limits(100, 10**7),
-                            copy_limits=Limits(100, 10**7)) as url:
-        yield url
-
-
-@pytest.fixture
-async def operator(store: str) -> AsyncIterator[StoreClient]:
-    client = StoreClient(store, SECRET, "operator")
-    yield client
-    await client.close()
 
 
 def volumes(tmp_path: Path, *logins: str) -> list[Member]:
@@ -259,13 +243,6 @@ def many_entries_zip(count: int, *, zip64: bool = False) -> bytes:
     locator = struct.pack("<IIQI", 0x07064B50, 0, record_at, 1)
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
     return local + directory + record + locator + end
-
-
-@pytest.fixture
-async def web(store: str) -> AsyncIterator[StoreClient]:
-    client = StoreClient(store, SECRET, "web")
-    yield client
-    await client.close()
 
 
 async def test_a_feedback_zip_bomb_is_refused_in_words_and_loses_nothing(

@@ -12,16 +12,14 @@ from __future__ import annotations
 import io
 import time
 import zipfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from tests.support.coursework import STORE_SECRET as SECRET
-from tests.support.coursework import GitServer, store_server
+from tests.support.coursework import GitServer
 from tests.support.mounts import small_volume
-from userland.coursework.trees import Limits
 from userland.coursework.worker import run
 from userland.platform import coursework
 from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
@@ -29,27 +27,6 @@ from userland.platform.store_client import FetchRefused, StoreClient
 
 NS, ASG = "course", "week1"
 ROUND = "20261207T235900Z"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[str]:
-    async with store_server(tmp_path / "store", source_limits=Limits(100, 10**7),
-                            copy_limits=Limits(100, 10**7)) as url:
-        yield url
-
-
-@pytest.fixture
-async def operator(store: str) -> AsyncIterator[StoreClient]:
-    client = StoreClient(store, SECRET, "operator")
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def web(store: str) -> AsyncIterator[StoreClient]:
-    client = StoreClient(store, SECRET, "web")
-    yield client
-    await client.close()
 
 
 def volumes(tmp_path: Path, *logins: str) -> list[Member]:

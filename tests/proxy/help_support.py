@@ -10,11 +10,13 @@ through the gateway as a browser's would (Host, cookies, Origin, the form's CSRF
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import re
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -25,6 +27,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import eventually
 from userland.platform import identity
+from userland.platform.grant_store import GrantStore
 from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
 from userland.platform.sessions import RedisSessionStore, Session
 from userland.platform.settings import Settings
@@ -201,3 +204,30 @@ async def start_lab(*, kube: KubeClient, namespace: str, redis_url: str, world: 
         return response.status == 302  # the origin is served (to a handoff), not a 404
     await eventually(routed, timeout=20)
     return lab
+
+
+@contextlib.asynccontextmanager
+async def running_lab(*, kube: KubeClient, namespace: str, redis_url: str, world: World,
+                      echo_factory: EchoFactory, gateway_factory: GatewayFactory) -> AsyncIterator[Lab]:
+    """`start_lab` for one course, its servers closed at the end (the tests' `lab` fixture)."""
+    servers: list[TestServer] = []
+    try:
+        yield await start_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
+                              echo_factory=echo_factory, gateway_factory=gateway_factory, servers=servers)
+    finally:
+        for server in servers:
+            await server.close()
+
+
+async def text(response: aiohttp.ClientResponse) -> str:
+    """A page's text with its HTML entities read (what a person sees)."""
+    return html.unescape(await response.text())
+
+
+async def live_grants(lab: Lab) -> list[Any]:
+    """The course's live help grants, as Redis holds them."""
+    client = redis.asyncio.from_url(lab.redis_url)
+    try:
+        return await GrantStore(client).live_in(lab.namespace)
+    finally:
+        await client.aclose()

@@ -8,7 +8,6 @@ and control plane (help_support.py); each test is the attack, and SECURITY.md sa
 from __future__ import annotations
 
 import asyncio
-import html
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import WSMsgType
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from multidict import CIMultiDict
 
 from tests.support import eventually
@@ -30,7 +29,7 @@ from userland.platform.sessions import RedisSessionStore, Session
 from userland.web.help_queue import ASKS_PER_WINDOW, JOINS_PER_WINDOW
 
 from .conftest import SECRET, EchoFactory, GatewayFactory, World
-from .help_support import HTML, ORIGIN_COOKIE, Lab, origin_url, start_lab
+from .help_support import HTML, ORIGIN_COOKIE, Lab, live_grants, origin_url, running_lab, text
 
 ALICE = origin_url("alice")
 CLOSED = (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING, WSMsgType.ERROR)
@@ -38,28 +37,12 @@ CLOSED = (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING, WSMsgType.ERROR)
 IMAGE_FROM_ALICE = {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
 
 
-async def text(response: aiohttp.ClientResponse) -> str:
-    return html.unescape(await response.text())
-
-
 @pytest.fixture
 async def lab(kube: KubeClient, namespace: str, redis_url: str, world: World, echo_factory: EchoFactory,
               gateway_factory: GatewayFactory) -> AsyncIterator[Lab]:
-    servers: list[TestServer] = []
-    try:
-        yield await start_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
-                              echo_factory=echo_factory, gateway_factory=gateway_factory, servers=servers)
-    finally:
-        for server in servers:
-            await server.close()
-
-
-async def live_grants(lab: Lab) -> list[Any]:
-    client = redis.asyncio.from_url(lab.redis_url)
-    try:
-        return await GrantStore(client).live_in(lab.namespace)
-    finally:
-        await client.aclose()
+    async with running_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
+                           echo_factory=echo_factory, gateway_factory=gateway_factory) as started:
+        yield started
 
 
 async def redis_keys(lab: Lab, pattern: str) -> list[bytes]:

@@ -7,14 +7,12 @@ UI, Redis and control plane (help_support.py).
 
 from __future__ import annotations
 
-import html
 import re
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import WSMsgType
@@ -25,14 +23,10 @@ from userland.platform.grant_store import GrantStore
 from userland.platform.kube import NAMESPACES, KubeClient
 
 from .conftest import EchoFactory, GatewayFactory, InternalOf, World
-from .help_support import HTML, Lab, make_course, origin_url, start_lab
+from .help_support import HTML, Lab, make_course, origin_url, start_lab, text
 
 ALICE = origin_url("alice")
 DB_HOST = "db.test"  # course B's Template host: alice is a student there too
-
-
-async def text(response: aiohttp.ClientResponse) -> str:
-    return html.unescape(await response.text())
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ way back in afterwards is refused. Real gateway, web UI, Redis and control plane
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import re
 from collections.abc import AsyncIterator
@@ -14,44 +13,25 @@ from typing import Any
 
 import aiohttp
 import pytest
-import redis.asyncio
 from aiohttp import WSMsgType
-from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
 from tests.support import eventually
-from userland.platform.grant_store import GrantStore
 from userland.platform.identity import verify_identity
 from userland.platform.kube import EVENTS, KubeClient
 
 from .conftest import SECRET, EchoFactory, GatewayFactory, InternalOf, World
-from .help_support import HTML, Lab, origin_url, start_lab
+from .help_support import HTML, Lab, live_grants, origin_url, running_lab, text
 
 ALICE = origin_url("alice")
-
-
-async def text(response: aiohttp.ClientResponse) -> str:
-    return html.unescape(await response.text())
 
 
 @pytest.fixture
 async def lab(kube: KubeClient, namespace: str, redis_url: str, world: World, echo_factory: EchoFactory,
               gateway_factory: GatewayFactory) -> AsyncIterator[Lab]:
-    servers: list[TestServer] = []
-    try:
-        yield await start_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
-                              echo_factory=echo_factory, gateway_factory=gateway_factory, servers=servers)
-    finally:
-        for server in servers:
-            await server.close()
-
-
-async def live_grants(lab: Lab) -> list[Any]:
-    client = redis.asyncio.from_url(lab.redis_url)
-    try:
-        return await GrantStore(client).live_in(lab.namespace)
-    finally:
-        await client.aclose()
+    async with running_lab(kube=kube, namespace=namespace, redis_url=redis_url, world=world,
+                           echo_factory=echo_factory, gateway_factory=gateway_factory) as started:
+        yield started
 
 
 async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab, kube: KubeClient,
