@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from userland.operator.census import KeptLevel
 from userland.platform.objects import meta
 
 JSON = dict[str, Any]
@@ -63,28 +64,18 @@ def copies_missing(collected: object) -> int:
         return 0
 
 
-class AssignmentCensus:
+class AssignmentCensus(KeptLevel[Entry]):
     """Counts over the Assignments a watch holds; `observe` is an informer handler."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.phases: Counter[tuple[str, str]] = Counter()
         self.states: Counter[tuple[str, str]] = Counter()
         self.missing: Counter[str] = Counter()
         self.assignments: Counter[str] = Counter()
-        self._entries: dict[tuple[str, str], Entry] = {}
 
-    def observe(self, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
-            return
-        key = (str(meta(obj).get("namespace") or ""), str(meta(obj).get("name") or ""))
-        before = self._entries.pop(key, None)
-        if before is not None:
-            self._count(before, -1)
-        if new is not None:
-            entry = entry_of(new)
-            self._entries[key] = entry
-            self._count(entry, +1)
+    def entry(self, obj: JSON) -> Entry:
+        return entry_of(obj)
 
     def _count(self, entry: Entry, sign: int) -> None:
         self.assignments[entry.course] += sign

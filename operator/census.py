@@ -12,7 +12,7 @@ operator acts on differently: image, crash, quota, storage, scheduling, config, 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from userland.platform.objects import condition, meta
 
@@ -69,15 +69,22 @@ def _template_of(obj: JSON) -> str:
 
 
 Entry = tuple[str, str, str, str | None]  # course, template, phase, failure kind
+E = TypeVar("E")
 
 
-class Census:
-    """Counts of the Userlands a watch holds; `observe` is an informer handler."""
+class KeptLevel(Generic[E]):
+    """An informer handler that keeps what each object adds to some counts, and moves the counts
+    by the difference on every add, change and delete (a scrape then reads counters, never the
+    cache). Subclasses say what an object adds (`entry`) and how an entry counts (`_count`)."""
 
     def __init__(self) -> None:
-        self.phases: Counter[tuple[str, str, str]] = Counter()
-        self.failing: Counter[tuple[str, str, str]] = Counter()
-        self._entries: dict[tuple[str, str], Entry] = {}
+        self._entries: dict[tuple[str, str], E] = {}
+
+    def entry(self, obj: JSON) -> E:
+        raise NotImplementedError
+
+    def _count(self, entry: E, sign: int) -> None:
+        raise NotImplementedError
 
     def observe(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
@@ -88,10 +95,23 @@ class Census:
         if before is not None:
             self._count(before, -1)
         if new is not None:
-            status = new.get("status") if isinstance(new.get("status"), dict) else None
-            entry = (key[0], _template_of(new), phase_of(status), failure_kind(status))
+            entry = self.entry(new)
             self._entries[key] = entry
             self._count(entry, +1)
+
+
+class Census(KeptLevel[Entry]):
+    """Counts of the Userlands a watch holds; `observe` is an informer handler."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phases: Counter[tuple[str, str, str]] = Counter()
+        self.failing: Counter[tuple[str, str, str]] = Counter()
+
+    def entry(self, obj: JSON) -> Entry:
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else None
+        course = str(meta(obj).get("namespace") or "")
+        return (course, _template_of(obj), phase_of(status), failure_kind(status))
 
     def _count(self, entry: Entry, sign: int) -> None:
         course, template, phase, kind = entry
