@@ -22,37 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.coursework import STORE_SECRET as SECRET
-from tests.support.coursework import GitServer
-from userland.coursework.worker import run
+from tests.support.coursework import ASG, NS, ROUND, GitServer, job, volumes, work
 from userland.platform.assignments import MANIFEST_NAME
-from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
 from userland.platform.store_client import StoreClient, StoreError
-
-NS, ASG = "course", "week1"
-ROUND = "20261207T235900Z"
-
-
-def volumes(tmp_path: Path, *logins: str) -> list[Member]:
-    found = []
-    for login in logins:
-        (tmp_path / "volumes" / login / "week1").mkdir(parents=True)
-        found.append(Member(login, "jupyterlab", str(tmp_path / "volumes" / login)))
-    return found
-
-
-def job(kind: str, members: list[Member], **kwargs: object) -> Job:
-    scope = JobScope(kind=kind, namespace=NS, assignment=ASG, members=tuple(members),  # type: ignore[arg-type]
-                     expires=int(time.time()) + 600, source=str(kwargs.pop("source", "")),
-                     round=str(kwargs.pop("round", "")))
-    return Job(scope=scope, path="week1", manifest_key=manifest_key(SECRET, NS, ASG),
-               **kwargs)  # type: ignore[arg-type]
-
-
-async def work(store: str, the_job: Job, tmp_path: Path) -> int:
-    scratch = tmp_path / f"scratch-{time.monotonic_ns()}"
-    scratch.mkdir()
-    return await run(the_job, job_token(SECRET, the_job.scope), store, scratch)
 
 
 def undeep(folder: Path) -> None:
@@ -83,7 +55,7 @@ async def test_one_students_odd_file_fails_only_that_student(store: str, operato
     """bob leaves a file whose name is odd (a newline, bytes that are not UTF-8) or a folder
     1,200 levels deep; the collection of the batch goes on: alice's copy is taken, bob's is
     either taken without the odd file (said as skipped) or refused with a reason in words."""
-    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     (Path(alice.mount) / "week1" / "answer.py").write_text("alice\n")
     bob_week = Path(bob.mount) / "week1"
     (bob_week / "answer.py").write_text("bob\n")
@@ -117,7 +89,7 @@ async def test_odd_names_in_the_source_are_left_out_and_the_rest_handed_out(
     fetched = await operator.fetch(NS, ASG, url=git_server.url_of("odd"), ref="main", sub_path="")
     assert fetched["count"] == 1, fetched
     assert len(fetched["skipped"]) == 3
-    _alice, bob = members = volumes(tmp_path, "alice", "bob")
+    _alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     assert await work(store, job("handout", members, source=fetched["key"], commit=commit), tmp_path) == 0
     state = await operator.state(NS, ASG)
     assert {k: v["state"] for k, v in state["handout"].items()} == {
@@ -137,7 +109,7 @@ async def test_a_sparse_file_where_the_source_has_one_is_not_read(
     it must not read 100 GiB. It is his (a conflict, kept as he has it); alice gets hers."""
     commit = git_server.repo("sparse", {"hello.py": "print('hi')\n", "b.py": "b\n"})
     fetched = await operator.fetch(NS, ASG, url=git_server.url_of("sparse"), ref="main", sub_path="")
-    _alice, bob = members = volumes(tmp_path, "alice", "bob")
+    _alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     sparse(Path(bob.mount) / "week1" / "hello.py")
     started = time.monotonic()
     the_job = job("handout", members, source=fetched["key"], commit=commit)
@@ -155,7 +127,7 @@ async def test_a_sparse_file_is_refused_in_words_and_the_others_collected(
         store: str, operator: StoreClient, tmp_path: Path) -> None:
     """bob's folder holds a 100 GiB sparse file: his copy is refused with the limit in words,
     nothing of it is read; alice's copy is taken."""
-    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     (Path(alice.mount) / "week1" / "answer.py").write_text("alice\n")
     (Path(bob.mount) / "week1" / "answer.py").write_text("bob\n")
     sparse(Path(bob.mount) / "week1" / "data.bin")
@@ -182,7 +154,7 @@ async def test_a_forged_hand_out_record_is_not_trusted(git_server: GitServer, st
     repo = {"hello.py": "print('hi')\n", "old.txt": "old\n"}
     first = git_server.repo("forged", repo)
     fetched = await operator.fetch(NS, ASG, url=git_server.url_of("forged"), ref="main", sub_path="")
-    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     assert await work(store, job("handout", members, source=fetched["key"], commit=first), tmp_path) == 0
     week = Path(alice.mount) / "week1"
     (week / "hello.py").write_bytes(b"print('my answer')\n")
@@ -292,7 +264,7 @@ async def test_a_feedback_folder_that_is_a_link_never_writes_elsewhere(
     """alice replaces her `feedback/` with a link to bob's folder (relative, absolute, or `..`
     up to the volumes), hoping her feedback lands in his folder and overwrites his work: her
     return fails in words, bob's folder is untouched, bob gets his own."""
-    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     bob_week = Path(bob.mount) / "week1"
     (bob_week / "notes.md").write_text("bob's own notes\n")
     target = {"relative": "../../bob/week1", "absolute": str(bob_week), "parent": "../.."}[link]
@@ -316,7 +288,7 @@ async def test_a_students_file_named_like_the_workers_temporary_files_is_collect
         store: str, operator: StoreClient, tmp_path: Path) -> None:
     """The worker's temporary files are left out of copies by their name: a student's own file
     that merely starts the same way (`.userland-tmp-notes.md`) is their work, and is collected."""
-    (alice,) = volumes(tmp_path, "alice")
+    (alice,) = volumes(tmp_path, "alice", folder="week1")
     (Path(alice.mount) / "week1" / ".userland-tmp-notes.md").write_text("mine\n")
     (Path(alice.mount) / "week1" / "answer.py").write_text("42\n")
     assert await work(store, job("collect", [alice], round=ROUND), tmp_path) == 0
@@ -334,7 +306,7 @@ async def test_a_folder_of_ten_times_the_file_limit_is_refused_without_listing_i
     share (51 MB at 200,000), and a few like him would have the Pod killed, the batch with it.
     His copy is refused in words, reading no more than the limit. The limit is 2,000 here so the
     test makes 20,000 files, not 200,000 (which took CI 30-160 s): the ratio is what matters."""
-    alice, bob = members = volumes(tmp_path, "alice", "bob")
+    alice, bob = members = volumes(tmp_path, "alice", "bob", folder="week1")
     (Path(alice.mount) / "week1" / "answer.py").write_text("alice\n")
     many = Path(bob.mount) / "week1" / "many"
     many.mkdir()
@@ -365,7 +337,7 @@ async def test_the_collected_zip_cannot_climb_out_on_a_teachers_windows(
     Windows' zip tools: alice names a file `..\\..\\Startup\\evil.bat`, hoping the teacher's
     extraction of the course's zip writes it outside the folder they extract into. Every name in
     the zip stays below its login, with no backslash; the file itself is still in her copy."""
-    (alice,) = volumes(tmp_path, "alice")
+    (alice,) = volumes(tmp_path, "alice", folder="week1")
     (Path(alice.mount) / "week1" / "..\\..\\Startup\\evil.bat").write_text("echo owned\n")
     (Path(alice.mount) / "week1" / "C:\\evil.bat").write_text("echo owned\n")
     assert await work(store, job("collect", [alice], round=ROUND), tmp_path) == 0

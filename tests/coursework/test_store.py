@@ -17,38 +17,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.support.coursework import ASG, NS, ROUND, GitServer, job, volumes, work
 from tests.support.coursework import STORE_SECRET as SECRET
-from tests.support.coursework import GitServer
 from tests.support.mounts import small_volume
 from userland.coursework.worker import run
 from userland.platform import coursework
-from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
+from userland.platform.coursework import JobScope, job_token
 from userland.platform.store_client import FetchRefused, StoreClient
-
-NS, ASG = "course", "week1"
-ROUND = "20261207T235900Z"
-
-
-def volumes(tmp_path: Path, *logins: str) -> list[Member]:
-    found = []
-    for login in logins:
-        (tmp_path / "volumes" / login).mkdir(parents=True)
-        found.append(Member(login, "jupyterlab", str(tmp_path / "volumes" / login)))
-    return found
-
-
-def job(kind: str, members: list[Member], **kwargs: object) -> Job:
-    scope = JobScope(kind=kind, namespace=NS, assignment=ASG, members=tuple(members),  # type: ignore[arg-type]
-                     expires=int(time.time()) + 600, source=str(kwargs.pop("source", "")),
-                     round=str(kwargs.pop("round", "")))
-    return Job(scope=scope, path="week1", manifest_key=manifest_key(SECRET, NS, ASG),
-               **kwargs)  # type: ignore[arg-type]
-
-
-async def work(store: str, the_job: Job, tmp_path: Path) -> int:
-    scratch = tmp_path / f"scratch-{time.monotonic_ns()}"
-    scratch.mkdir()
-    return await run(the_job, job_token(SECRET, the_job.scope), store, scratch)
 
 
 async def test_fetch_once_hand_out_collect_and_zip(git_server: GitServer, store: str, operator: StoreClient,

@@ -5,6 +5,7 @@ assignment store (`userland.coursework.store_app`) over HTTP on loopback."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,9 @@ from aiohttp.test_utils import TestServer
 
 from userland.coursework.store_app import StoreOptions, create_store_app
 from userland.coursework.trees import Limits
+from userland.coursework.worker import run
 from userland.local.gitserver import create_git_app, make_repository
+from userland.platform.coursework import Job, JobScope, Member, job_token, manifest_key
 
 GIT_TOKEN = "s3cret-token-for-tests"
 STORE_SECRET = "x" * 40
@@ -56,3 +59,33 @@ async def store_server(data: Path, *, source_limits: Limits | None = None,
         yield str(server.make_url("")).rstrip("/")
     finally:
         await server.close()
+
+
+# The worker's jobs as the operator makes them, for one assignment of one course.
+NS, ASG = "course", "week1"
+ROUND = "20261207T235900Z"
+
+
+def volumes(tmp_path: Path, *logins: str, folder: str = "") -> list[Member]:
+    """A volume per student under `tmp_path/volumes` (with `folder` made in it, when given)."""
+    found = []
+    for login in logins:
+        (tmp_path / "volumes" / login / folder).mkdir(parents=True)
+        found.append(Member(login, "jupyterlab", str(tmp_path / "volumes" / login)))
+    return found
+
+
+def job(kind: str, members: list[Member], **kwargs: object) -> Job:
+    """A job of `kind` for these students, valid for ten minutes; `kwargs` go to Job."""
+    scope = JobScope(kind=kind, namespace=NS, assignment=ASG, members=tuple(members),  # type: ignore[arg-type]
+                     expires=int(time.time()) + 600, source=str(kwargs.pop("source", "")),
+                     round=str(kwargs.pop("round", "")))
+    return Job(scope=scope, path="week1", manifest_key=manifest_key(STORE_SECRET, NS, ASG),
+               **kwargs)  # type: ignore[arg-type]
+
+
+async def work(store: str, the_job: Job, tmp_path: Path) -> int:
+    """Run the worker on the job, as its Pod would, with a scratch folder of its own."""
+    scratch = tmp_path / f"scratch-{time.monotonic_ns()}"
+    scratch.mkdir()
+    return await run(the_job, job_token(STORE_SECRET, the_job.scope), store, scratch)
