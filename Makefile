@@ -17,15 +17,22 @@ APPS_PREFIX ?= $(shell bash scripts/install-local-apps.sh --print-prefix)
 export USERLAND_APPS_PREFIX := $(APPS_PREFIX)
 export USERLAND_APPS_BIN := $(APPS_PREFIX)/bin
 PYTEST_ARGS ?=
+# `make test` runs the suite on 4 pytest-xdist workers: the tests mostly wait on processes
+# (control planes, make-run instances, browsers), so more workers than cores pay. Each worker
+# starts its own control plane and Redis once (session fixtures); a test file stays on one
+# worker and the make-run tests on two, one after the other (the scheduler: tests/conftest.py).
+# `make test TEST_JOBS=0` runs everything in one process, in order (for a debugger or -x).
+TEST_JOBS ?= 4
 
 .PHONY: help deps venv control-plane local-apps lint test test-fast test-cluster run bench clean
 
 help:
 	@echo "make run    start the platform locally (control plane, operator, gateway; Ctrl-C stops all;"
-	@echo "            PORT=8100 for another port than 8000; PROMETHEUS=1 with a Prometheus)"
+	@echo "            PORT=8100 for another port than 8000; PROMETHEUS=1 with a Prometheus;"
+	@echo "            IDLE=1m: environments sleep after 1 minute unused, to try sleep and wake)"
 	@echo "make test   install what the tests need (once), lint, run the whole suite"
 	@echo "make test-cluster   deploy/ on a real single-node Kubernetes (root; builds what is missing)"
-	@echo "make bench  run the benchmarks (by hand; figures go in the README)"
+	@echo "make bench  run the benchmarks (by hand; figures go in docs/benchmarks.md)"
 	@echo "make local-apps  install code-server, JupyterLab, MariaDB + phpMyAdmin (once, cached)"
 
 deps:
@@ -55,22 +62,24 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 test: deps venv control-plane local-apps lint
-	$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) --durations=10 $(PYTEST_ARGS)
 
 # deploy/ on a real node (root): builds the node's binaries and images once, runs tests/cluster/
 # inside the node's network namespace, takes everything down and checks nothing is left.
 test-cluster: venv
 	@bash scripts/test-cluster.sh $(PYTEST_ARGS)
 
-# Only the tests that need no control plane (seconds).
-test-fast: venv
-	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+# Every test that needs no server (no control plane, Redis, browser, make run or real apps),
+# wherever its file lives: the `unit` marker, set by tests/conftest.py from each test's fixtures.
+test-fast: deps venv
+	$(PY) -m pytest -q -m unit $(PYTEST_ARGS)
 
 # `make run PORT=8100` serves on another port (default 8000); `make run SKIP_APPS=1` does not
 # install the real apps (their Templates then say they are not installed); `make run
-# PROMETHEUS=1` also starts a Prometheus scraping every part, with the alert rules.
+# PROMETHEUS=1` also starts a Prometheus scraping every part, with the alert rules; `make run
+# IDLE=1m` sets every example Template's idleTimeout, to try sleep and wake.
 run: deps venv control-plane $(if $(SKIP_APPS),,local-apps)
-	$(VENV)/bin/userland local$(if $(PORT), --port $(PORT))$(if $(PROMETHEUS), --prometheus)
+	$(VENV)/bin/userland local$(if $(PORT), --port $(PORT))$(if $(PROMETHEUS), --prometheus)$(if $(IDLE), --idle $(IDLE))
 
 bench: deps venv control-plane
 	bash bench/setup.sh

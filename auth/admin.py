@@ -16,8 +16,8 @@ from aiohttp import web
 
 from userland.auth import pages
 from userland.auth.context import auth_context, current_session, fail_closed
-from userland.platform import naming
-from userland.platform.sessions import Session
+from userland.platform.clients.sessions import Session
+from userland.platform.model import naming
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 One `AuthContext` per application, kept under `AUTH` (a `web.AppKey`); no module globals.
 `current_session()` is the one way to ask "who is this?" on the platform host and is also what
 the gateway calls there. Cookies are host-only (no Domain, ever) and, when Secure, named with
-the `__Host-` prefix (auth/origins.py keeps every name).
+the `__Host-` prefix (auth/rules/origins.py keeps every name).
 """
 
 from __future__ import annotations
@@ -22,18 +22,24 @@ from userland.auth.bindings import LoginBindings
 from userland.auth.github import GitHubOAuth
 from userland.auth.oauth_state import OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
-from userland.auth.origins import SESSION_COOKIE_BASE, CookieNames, cookie_names, port_suffix, student_origin
-from userland.auth.redirects import safe_next
-from userland.platform.grant_store import GrantStore
-from userland.platform.grants import Grant
-from userland.platform.sessions import (
+from userland.auth.rules.origins import (
+    SESSION_COOKIE_BASE,
+    CookieNames,
+    cookie_names,
+    port_suffix,
+    student_origin,
+)
+from userland.auth.rules.redirects import safe_next
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.sessions import (
     Session,
     SessionStore,
     SessionStoreBusy,
     SessionStoreUnavailable,
     store_error,
 )
-from userland.platform.settings import Settings
+from userland.platform.model.grants import Grant
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +66,7 @@ class AuthContext:
     # sign-ins by outcome, and refusals by reason (proxy/metrics.py REFUSALS).
     sign_ins: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)
-    # Help grants (platform/grants.py), and the courses (namespaces) whose Templates a host
+    # Help grants (platform/model/grants.py), and the courses (namespaces) whose Templates a host
     # serves (the gateway's routing table): a member of staff's handoff to a student's origin.
     grants: GrantStore | None = None
     host_namespaces: Callable[[str], tuple[str, ...]] = lambda _host: ()

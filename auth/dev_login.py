@@ -18,13 +18,14 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from userland.auth import pages, roles
+from userland.auth import pages
 from userland.auth.context import AuthContext, auth_context, fail_closed
 from userland.auth.login import complete_login
 from userland.auth.oauth_state import StateMismatch
-from userland.platform import naming
-from userland.platform.addresses import is_loopback_host
-from userland.platform.settings import Settings
+from userland.auth.rules import roles
+from userland.platform.model import naming
+from userland.platform.model.addresses import is_loopback_host
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from authlib.oauth2.rfc6749 import OAuth2Token
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
-from userland.platform.settings import Settings
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ the browser here (the gateway does, on a navigation). Signed out: on to `/auth/l
 comes back here. Signed in: `origin` must be the student's own origin, or a Template host (the
 bare `ide.example.edu` means "my origin there"); someone else's origin is a 403 page that links
 to the student's own, unless a live help grant lets the signed-in member of staff into that
-student's environments (platform/grants.py), made for them as they are signed in now (the same
+student's environments (platform/model/grants.py), made for them as they are signed in now (the same
 global role and teams as at Join): then the code is for the student's origin and bound to the
 grant. Then a single-use code (auth/origin_sessions.py) and a redirect to
 `<own origin>/__userland/handoff?code=...&next=...`, where the gateway sets the origin's cookie.
@@ -30,7 +30,7 @@ from aiohttp import web
 from userland.auth import pages
 from userland.auth.context import auth_context, current_session, fail_closed, redirect, session_cookie_id
 from userland.auth.origin_sessions import HANDOFF_TTL_SECONDS, TooManyHandoffs
-from userland.auth.origins import (
+from userland.auth.rules.origins import (
     CLEAR_SITE_DATA,
     HANDOFF_PATH,
     normalize_origin,
@@ -89,7 +89,7 @@ async def handoff(request: web.Request) -> web.StreamResponse:
         grant = await auth.staff_grant(owner, login, template_host)
         if grant is not None and not grant.made_for(session.role, session.teams):
             # Signed in again since Join with another global role or other teams: the course's
-            # staff rules judged who they were then (web/courses.py grant_still_allowed).
+            # staff rules judged who they were then (web/rules/courses.py grant_still_allowed).
             log.info("handoff refused: staff changed since join", extra={
                 "event": "handoff.staff_changed", "login": login, "owner": owner, "course": grant.course})
             grant = None

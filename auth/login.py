@@ -16,12 +16,14 @@ from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
-from userland.auth import pages, roles
+from userland.auth import pages
 from userland.auth.context import AuthContext, auth_context, fail_closed, redirect, session_cookie_id
 from userland.auth.github import GitHubOAuth, GitHubUnavailable, OAuthRejected
 from userland.auth.oauth_state import StateMismatch
-from userland.platform import naming
-from userland.platform.sessions import Role, Session, SessionStoreBusy, SessionStoreUnavailable
+from userland.auth.rules import roles
+from userland.platform.clients.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.model import naming
+from userland.platform.model.identity import Role
 
 log = logging.getLogger(__name__)
 

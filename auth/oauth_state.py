@@ -16,7 +16,6 @@ for new logins) instead of evicting a signed-in student's session.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import time
@@ -27,21 +26,16 @@ import redis.asyncio
 import redis.exceptions
 from authlib.common.security import generate_token
 
-from userland.platform.sessions import store_error
+from userland.platform.clients.sessions import store_error
+from userland.platform.model.keyspace import digest, login_rate_key, oauth_state_key
 
 STATE_TTL_SECONDS = 600
-STATE_KEY_PREFIX = "userland:oauth-state:"
 _STATE_LENGTH = 43
 # RFC 7636: a verifier is 43-128 characters of [A-Za-z0-9-._~]; generate_token's are letters
 # and digits.
 _VERIFIER_LENGTH = 64
 # The longest next-URL kept with a pending login (redirects.safe_next allows as much).
 MAX_NEXT_URL = 2048
-RATE_KEY_PREFIX = "userland:login-rate:"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -49,7 +43,7 @@ class PendingLogin:
     state: str
     verifier: str
     next_url: str
-    nonce: str  # the browser's half, set as the nonce cookie (auth/origins.py `CookieNames.nonce`)
+    nonce: str  # the browser's half, set as the nonce cookie (auth/rules/origins.py `CookieNames.nonce`)
 
 
 class StateMismatch(Exception):
@@ -67,9 +61,9 @@ class OAuthStateStore:
         pending = PendingLogin(state=generate_token(_STATE_LENGTH),
                                verifier=generate_token(_VERIFIER_LENGTH),
                                next_url=next_url, nonce=generate_token(_STATE_LENGTH))
-        record = {"verifier": pending.verifier, "next": next_url, "nonce": _digest(pending.nonce)}
+        record = {"verifier": pending.verifier, "next": next_url, "nonce": digest(pending.nonce)}
         try:
-            await self._redis.set(STATE_KEY_PREFIX + _digest(pending.state), json.dumps(record),
+            await self._redis.set(oauth_state_key(pending.state), json.dumps(record),
                                   ex=self.ttl)
         except redis.exceptions.RedisError as exc:
             raise store_error(exc) from exc
@@ -81,7 +75,7 @@ class OAuthStateStore:
         if not state or len(state) > 256:
             raise StateMismatch("malformed state")
         try:
-            raw = await self._redis.getdel(STATE_KEY_PREFIX + _digest(state))
+            raw = await self._redis.getdel(oauth_state_key(state))
         except redis.exceptions.RedisError as exc:
             raise store_error(exc) from exc
         if raw is None:
@@ -91,7 +85,7 @@ class OAuthStateStore:
             verifier, next_url, nonce_hash = record["verifier"], record["next"], record["nonce"]
         except (ValueError, TypeError, KeyError):
             raise StateMismatch("malformed state record") from None
-        if not nonce or not hmac.compare_digest(_digest(nonce), str(nonce_hash)):
+        if not nonce or not hmac.compare_digest(digest(nonce), str(nonce_hash)):
             raise StateMismatch("state was started in another browser")
         return PendingLogin(state=state, verifier=str(verifier), next_url=str(next_url), nonce=nonce)
 
@@ -129,7 +123,7 @@ class LoginRateLimiter:
         if counted >= self.per_minute:
             return False
         self._local[address] = counted + 1
-        key = f"{RATE_KEY_PREFIX}{window}:{address}"
+        key = login_rate_key(window, address)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.incr(key)

@@ -8,14 +8,14 @@ session through a handoff, the way JupyterHub's single-user servers are OAuth cl
   a student asking for codes in a loop without redeeming them cannot pile records up either;
 - `redeem`: the gateway on that origin takes the code with GETDEL (so it works once), checks the
   origin, and stores an origin session `{parent, origin, csrf}` under a hash of a new random
-  cookie id; the parent's hash `userland:origin-index:<parent>` (origin -> key) records it for
+  cookie id; the parent's index (a hash, origin -> key; platform/model/keyspace.py) records it for
   sign-out. One origin session per platform session and origin: a new handoff replaces the
   previous one, so a student repeating handoffs in a loop cannot pile records up in Redis
   (which runs with `noeviction`: a full Redis refuses every new sign-in);
 - `load`: one Lua script reads the origin session *and* its parent platform session in one round
   trip, so an origin session is valid only while the platform session that made it is: a
   sign-out (or expiry) of the platform session ends every origin at once, whatever else fails.
-A member of staff let into a student's environment by a help grant (platform/grants.py) gets an
+A member of staff let into a student's environment by a help grant (platform/model/grants.py) gets an
 origin session on the student's origin bound to that grant: the code carries the grant's key,
 `redeem` refuses it once the grant has ended and adds the new session to the grant's set (which
 ending the grant announces on `INVALIDATION_CHANNEL`), and `load` reads the grant in the same
@@ -25,12 +25,11 @@ and announces each on `INVALIDATION_CHANNEL` for the gateways' lookup caches.
 A sign-out chain records the origins a signed-out browser visits to clear their data, so only
 a real sign-out (never a link from elsewhere) makes an origin send Clear-Site-Data.
 Redis failures become SessionStoreUnavailable (the gateway answers 503: fail closed), or
-SessionStoreBusy when this process's pool is what is missing (429; platform/redis_pool.py).
+SessionStoreBusy when this process's pool is what is missing (429; platform/clients/redis_pool.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 from dataclasses import dataclass
@@ -39,8 +38,23 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 
-from userland.platform.grants import GRANT_PREFIX, Grant, decode_grant, grant_key, sessions_key
-from userland.platform.sessions import SESSION_KEY_PREFIX, Session, decode_session, store_error
+from userland.platform.clients.sessions import Session, decode_session, store_error
+from userland.platform.model.grants import Grant, decode_grant
+from userland.platform.model.keyspace import (
+    GRANT_PREFIX,
+    INVALIDATION_CHANNEL,
+    ORIGIN_SESSION_PREFIX,
+    SESSION_PREFIX,
+    digest,
+    grant_key,
+    grant_sessions_key,
+    handoff_count_key,
+    handoff_key,
+    origin_index_key,
+    origin_session_key,
+    session_key_of,
+    signout_key,
+)
 
 HANDOFF_TTL_SECONDS = 60
 # Codes one platform session may be given per minute. A browser restoring a window of tabs asks
@@ -48,15 +62,6 @@ HANDOFF_TTL_SECONDS = 60
 # code (HANDOFF_TTL_SECONDS), so at most twice this many codes of a session are ever live.
 HANDOFF_CODES_PER_MINUTE = 30
 SIGNOUT_TTL_SECONDS = 300
-CODE_PREFIX = "userland:handoff:"
-CODE_COUNT_PREFIX = "userland:handoff-count:"
-ORIGIN_PREFIX = "userland:origin-session:"
-# A hash per platform session, origin -> origin-session key (was a set, `userland:origins-of:`).
-ORIGINS_OF_PREFIX = "userland:origin-index:"
-SIGNOUT_PREFIX = "userland:signout:"
-# Where cleared sessions are announced (as the SHA-256 of their cookie id), so that gateway
-# replicas caching lookups drop them at once rather than when their cache entry expires.
-INVALIDATION_CHANNEL = "userland:session-invalidations"
 _MAX_TOKEN = 128
 
 # KEYS[1]: the origin session. Returns {origin session, parent session} or false; for a session
@@ -68,7 +73,7 @@ local raw = redis.call('GET', KEYS[1])
 if not raw then return false end
 local ok, record = pcall(cjson.decode, raw)
 if not ok or type(record) ~= 'table' or type(record.parent) ~= 'string' then return false end
-if string.sub(record.parent, 1, {len(SESSION_KEY_PREFIX)}) ~= '{SESSION_KEY_PREFIX}' then return false end
+if string.sub(record.parent, 1, {len(SESSION_PREFIX)}) ~= '{SESSION_PREFIX}' then return false end
 local parent = redis.call('GET', record.parent)
 if not parent then return false end
 if record.grant == nil or record.grant == cjson.null then return {{raw, parent}} end
@@ -106,15 +111,12 @@ local old = redis.call('HGET', KEYS[3], ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[3], KEYS[2])
 redis.call('EXPIRE', KEYS[3], ARGV[2])
-if old and old ~= KEYS[2] and string.sub(old, 1, {len(ORIGIN_PREFIX)}) == '{ORIGIN_PREFIX}' then
+if old and old ~= KEYS[2]
+   and string.sub(old, 1, {len(ORIGIN_SESSION_PREFIX)}) == '{ORIGIN_SESSION_PREFIX}' then
   redis.call('DEL', old)
 end
 return 1
 """
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _plausible(token: str | None) -> bool:
@@ -136,6 +138,8 @@ class OriginSession:
     # Bound to a help grant: the grant while it is live; None once it has ended (`grant_ended`).
     grant_bound: bool = False
     grant: Grant | None = None
+    # The bound grant's id, kept once it has ended: the gateway's page says who ended it and when.
+    grant_id: str = ""
 
     @property
     def grant_ended(self) -> bool:
@@ -185,12 +189,12 @@ class OriginSessions:
         """A new code for `origin` (for a member of staff: bound to the help grant with id
         `grant`); TooManyHandoffs when this session is over its limit."""
         code = secrets.token_urlsafe(32)
-        session_digest = _digest(platform_cookie)
-        record = {"parent": SESSION_KEY_PREFIX + session_digest, "origin": origin, "next": next_path}
+        session_digest = digest(platform_cookie)
+        record = {"parent": session_key_of(session_digest), "origin": origin, "next": next_path}
         if grant is not None:
             record["grant"] = grant_key(grant)
         stored = await self._call(self._issue(
-            keys=[CODE_COUNT_PREFIX + session_digest, CODE_PREFIX + _digest(code)],
+            keys=[handoff_count_key(session_digest), handoff_key(code)],
             args=[json.dumps(record), HANDOFF_TTL_SECONDS, HANDOFF_CODES_PER_MINUTE]))
         if not stored:
             raise TooManyHandoffs
@@ -200,7 +204,7 @@ class OriginSessions:
         """(new origin cookie id, next path) for a live code issued for `origin`, else None."""
         if not code or not _plausible(code):
             return None
-        raw = await self._call(self._redis.getdel(CODE_PREFIX + _digest(code)))
+        raw = await self._call(self._redis.getdel(handoff_key(code)))
         if raw is None:
             return None
         try:
@@ -209,22 +213,23 @@ class OriginSessions:
             grant = record.get("grant")
         except (ValueError, TypeError, KeyError):
             return None
-        if bound != origin or not parent.startswith(SESSION_KEY_PREFIX):
+        if bound != origin or not parent.startswith(SESSION_PREFIX):
             return None
         if grant is not None and (not isinstance(grant, str) or not grant.startswith(GRANT_PREFIX)):
             return None
         cookie_id = secrets.token_urlsafe(32)
-        digest = _digest(cookie_id)
-        key = ORIGIN_PREFIX + digest
+        cookie_digest = digest(cookie_id)
+        key = origin_session_key(cookie_digest)
         fields = {"parent": parent, "origin": origin, "csrf": secrets.token_urlsafe(32)}
-        keys = [parent, key, ORIGINS_OF_PREFIX + parent.removeprefix(SESSION_KEY_PREFIX)]
+        keys = [parent, key, origin_index_key(parent.removeprefix(SESSION_PREFIX))]
         if grant is not None:
             fields["grant"] = grant
-            keys += [grant, sessions_key(grant.removeprefix(GRANT_PREFIX))]
+            keys += [grant, grant_sessions_key(grant.removeprefix(GRANT_PREFIX))]
         # A replaced session is not announced on the invalidation channel: it is this browser's
         # previous cookie for the origin (the new one replaces it there), and announcing it would
         # cut a WebSocket a second tab opened with it a moment ago. Caches forget it within 1 s.
-        done = await self._call(self._redeem(keys=keys, args=[json.dumps(fields), self._ttl, origin, digest]))
+        done = await self._call(self._redeem(keys=keys,
+                                             args=[json.dumps(fields), self._ttl, origin, cookie_digest]))
         if not done:  # signed out meanwhile, or the grant has ended
             return None
         return cookie_id, next_path
@@ -234,7 +239,7 @@ class OriginSessions:
     async def load(self, cookie_id: str | None) -> OriginSession | None:
         if not cookie_id or not _plausible(cookie_id):
             return None
-        found = await self._call(self._load(keys=[ORIGIN_PREFIX + _digest(cookie_id)]))
+        found = await self._call(self._load(keys=[origin_session_key(digest(cookie_id))]))
         if not found:
             return None
         try:
@@ -251,13 +256,16 @@ class OriginSessions:
         if grant is not None and (grant.staff != session.login.lower()
                                   or grant_key(grant.id) != record.get("grant")):
             grant = None  # never someone else's grant: treated as ended
-        return OriginSession(session=session, origin=origin, csrf=csrf, grant_bound=True, grant=grant)
+        bound = record.get("grant")
+        grant_id = bound.removeprefix(GRANT_PREFIX) if isinstance(bound, str) else ""
+        return OriginSession(session=session, origin=origin, csrf=csrf, grant_bound=True, grant=grant,
+                             grant_id=grant_id)
 
     # -- sign-out
 
     async def end_all(self, platform_cookie: str) -> tuple[str, ...]:
         """Delete every origin session made from this platform session; their origins."""
-        origins_of = ORIGINS_OF_PREFIX + _digest(platform_cookie)
+        origins_of = origin_index_key(digest(platform_cookie))
         index = {self._text(origin): self._text(key)
                  for origin, key in (await self._call(self._redis.hgetall(origins_of))).items()}
         keys = sorted(set(index.values()))
@@ -265,13 +273,13 @@ class OriginSessions:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.delete(origins_of, *keys)
             for key in keys:
-                pipe.publish(INVALIDATION_CHANNEL, key.removeprefix(ORIGIN_PREFIX))
+                pipe.publish(INVALIDATION_CHANNEL, key.removeprefix(ORIGIN_SESSION_PREFIX))
             await self._call(pipe.execute())
         return tuple(origins)
 
     async def start_signout(self, login: str, origins: tuple[str, ...]) -> str:
         chain = secrets.token_urlsafe(24)
-        await self._call(self._redis.set(SIGNOUT_PREFIX + _digest(chain),
+        await self._call(self._redis.set(signout_key(chain),
                                          json.dumps({"login": login, "origins": list(origins)}),
                                          ex=SIGNOUT_TTL_SECONDS))
         return chain
@@ -280,7 +288,7 @@ class OriginSessions:
         """The sign-out chain `chain`, if live; `finish` removes it (its last step)."""
         if not chain or not _plausible(chain):
             return None
-        key = SIGNOUT_PREFIX + _digest(chain)
+        key = signout_key(chain)
         raw = await self._call(self._redis.getdel(key) if finish else self._redis.get(key))
         if raw is None:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jinja2
 from aiohttp import web
 
-from userland.platform import look
+from userland.platform.model import look
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("userland.auth", "templates"),
@@ -16,7 +16,7 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 
 def render(template: str, *, status: int = 200, **context: object) -> web.Response:
-    # The look every Userland page shares (platform/look.py); the gateway's CSP allows exactly it.
+    # The look every Userland page shares (platform/model/look.py); the gateway's CSP allows exactly it.
     body = _ENV.get_template(template).render(style=look.GATEWAY_STYLE, **context)
     return web.Response(status=status, text=body, content_type="text/html", headers=NO_STORE)
 

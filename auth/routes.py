@@ -4,7 +4,8 @@ Routes: `/auth/login`, `/auth/callback`, `/auth/logout` (GET confirm page, POST 
 `/auth/handoff` and `/auth/signed-out` (student origins, auth/handoff.py),
 `/auth/verify` (forward-auth; the gateway mounts it on its internal listener instead),
 `/auth/admin/bindings/{login}` (+ `/clear`), and
-`/auth/dev-login` only when `settings.dev_login` is on.
+`/auth/dev-login` only when `settings.dev_login` is on, and the LTI launch (`/lti/login`,
+`/lti/launch`, `/lti/continue`, `/lti/jwks`: auth/lti.py) only when `settings.lti_namespace` is set.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from userland.auth import admin, dev_login, handoff, login, pages, session_route
 from userland.auth.bindings import LoginBindings
 from userland.auth.context import AUTH, SESSION_COOKIE, AuthContext, current_session
 from userland.auth.github import GitHubOAuth
+from userland.auth.lti import setup_lti
+from userland.auth.lti_context import LtiContext
 from userland.auth.oauth_state import LoginRateLimiter, OAuthStateStore
 from userland.auth.origin_sessions import OriginSessions
-from userland.auth.origins import PLATFORM_COOKIES
 from userland.auth.pages import busy_page, unavailable_page
-from userland.platform.addresses import client_address
-from userland.platform.grant_store import GrantStore
-from userland.platform.sessions import SessionStore, SessionStoreBusy, SessionStoreUnavailable
-from userland.platform.settings import Settings
+from userland.auth.rules.origins import PLATFORM_COOKIES
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.sessions import SessionStore, SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.model.addresses import client_address
+from userland.platform.model.settings import Settings
 
 __all__ = ["PLATFORM_COOKIES", "SESSION_COOKIE", "current_session", "setup_auth", "unavailable_page"]
 
@@ -87,12 +90,14 @@ def _no_namespaces(_host: str) -> tuple[str, ...]:
 def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio.Redis,
                store: SessionStore, template_hosts: Callable[[], set[str]] = _no_hosts,
                host_namespaces: Callable[[str], tuple[str, ...]] = _no_namespaces,
-               forward_auth: bool = True) -> AuthContext:
+               forward_auth: bool = True,
+               lti_setup: Callable[[LtiContext], None] | None = None) -> AuthContext:
     """Add the auth routes to `app`, and its own GitHub HTTP client to `app.cleanup_ctx`.
     `template_hosts()`: the hosts Template routes own now (the gateway's routing table);
     `host_namespaces(host)`: the courses whose Templates a host serves (for help grants).
     `forward_auth=False` leaves `/auth/verify` out (the gateway serves it on its internal
-    listener only: `session_routes.verify`)."""
+    listener only: `session_routes.verify`). `lti_setup(lti)`: the gateway gives the LTI
+    launch its routing data (proxy/lti_courses.py) when LTI is on."""
     auth = AuthContext(settings=settings, store=store, states=OAuthStateStore(redis),
                        bindings=LoginBindings(redis),
                        origin_sessions=OriginSessions(redis, settings.session_ttl_seconds),
@@ -118,6 +123,10 @@ def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio
         app.router.add_get("/auth/verify", session_routes.verify)
     app.router.add_get("/auth/admin/bindings/{login}", admin.get_binding)
     app.router.add_post("/auth/admin/bindings/{login}/clear", admin.clear_binding)
+    if settings.lti_namespace:
+        lti = setup_lti(app, settings, redis=redis, rate_limited=rate_limited)
+        if lti_setup is not None:
+            lti_setup(lti)
     if settings.dev_login:
         app.router.add_get(dev_login.DEV_LOGIN_PATH, rate_limited(dev_login.dev_login_form))
         app.router.add_post(dev_login.DEV_LOGIN_PATH, dev_login.dev_login_submit)

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from userland.auth import pages
 from userland.auth.context import auth_context, current_session, fail_closed, redirect, session_cookie_id
-from userland.auth.origins import SIGNED_OUT_PATH
-from userland.platform.identity import USER_HEADER
+from userland.auth.rules.origins import SIGNED_OUT_PATH
+from userland.platform.model.identity import USER_HEADER
 
 log = logging.getLogger(__name__)
 

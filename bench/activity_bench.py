@@ -1,4 +1,4 @@
-"""Gateway throughput with activity tracking on and off (by hand; figures go in the README):
+"""Gateway throughput with activity tracking on and off (by hand; figures go in docs/benchmarks.md):
 
   .venv/bin/python bench/activity_bench.py [--rounds 5] [--seconds 5]
 

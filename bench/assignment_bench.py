@@ -1,4 +1,4 @@
-"""Assignments at the scale of a big course, measured (by hand; figures go in the README):
+"""Assignments at the scale of a big course, measured (by hand; figures go in docs/benchmarks.md):
 
   .venv/bin/python bench/assignment_bench.py [--students 500] [--running 50] [--source-mb 50] [--folder-mb 10]
 
@@ -41,9 +41,9 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.make_run import read_until_ready  # noqa: E402
 from userland.local.gitserver import make_repository  # noqa: E402
-from userland.platform import naming  # noqa: E402
-from userland.platform.kube import ASSIGNMENTS, PVCS, TEMPLATES, USERLANDS, KubeClient  # noqa: E402
-from userland.platform.objects import rfc3339  # noqa: E402
+from userland.platform.clients.kube import ASSIGNMENTS, PVCS, TEMPLATES, USERLANDS, KubeClient  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
+from userland.platform.model.objects import rfc3339  # noqa: E402
 
 NS = "classroom"
 MIB = 1024 * 1024
@@ -118,7 +118,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     os.chmod(state, 0o755)
     # The lead a deployment has by default (make run's own is 10 s, for a newcomer's "collect now").
     env = {**os.environ, "USERLAND_ASSIGNMENT_BATCH": str(args.batch),
-           "USERLAND_COLLECT_LEAD_SECONDS": str(args.lead)}
+           "USERLAND_COLLECT_LEAD_SECONDS": str(args.lead),
+           # 500 students' copies are more than the default quotas (5,000 / 10,000 MB): a class
+           # this large gets quotas of its size (docs/assignments.md, "Quotas and retention").
+           "USERLAND_STORE_ASSIGNMENT_QUOTA_MB": "0", "USERLAND_STORE_COURSE_QUOTA_MB": "0"}
     port = 8000 + random.randint(500, 900)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "userland.cli.main", "local", "--port", str(port),

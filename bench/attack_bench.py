@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from userland.local.controlplane import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def rss_mib(pid: int) -> float:
@@ -226,7 +221,7 @@ async def attack_login(policy: str, records: int = 20_000, sessions: int = 500) 
 
     from userland.auth.oauth_state import OAuthStateStore
     from userland.local.redisserver import redis_server
-    from userland.platform.sessions import RedisSessionStore, Session, SessionStoreUnavailable
+    from userland.platform.clients.sessions import RedisSessionStore, Session, SessionStoreUnavailable
 
     state = Path(tempfile.mkdtemp(prefix="attack-bench-redis-"))
     with redis_server(state, ["--maxmemory", "4mb", "--maxmemory-policy", policy]) as url:
@@ -258,7 +253,7 @@ async def measure_cache(n: int = 20_000) -> dict[str, Any]:
     from aiohttp.test_utils import make_mocked_request
 
     from userland.local.redisserver import redis_server
-    from userland.platform.sessions import RedisSessionStore, Session
+    from userland.platform.clients.sessions import RedisSessionStore, Session
     from userland.proxy.session_cache import SessionCache
 
     state = Path(tempfile.mkdtemp(prefix="attack-bench-redis-"))

@@ -11,7 +11,8 @@ WebSocket echo messages/s over K connections, and the RSS of the 1-worker gatewa
 1,000 idle WebSockets. Prints a table and writes bench/results/gateway.json.
 
 The upstream is a tiny HTTP/1.1 + WebSocket echo server on asyncio protocols (uvloop), in two
-processes sharing one port: a few microseconds per request, so it is not the bottleneck.
+processes sharing one port: a few microseconds per request, so it is not the bottleneck
+(bench/echo_upstream.py; the load: bench/load_tools.py; the processes: bench/bench_processes.py).
 Tools: bench/setup.sh (wrk from Debian, configurable-http-proxy from npm into bench/.node).
 """
 
@@ -19,19 +20,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import contextlib
-import hashlib
 import json
-import multiprocessing
 import os
-import re
 import resource
 import shutil
-import signal
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -41,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from bench_processes import Proc, free_port, use_uvloop, wait_http  # bench/ is this script's folder
+from echo_upstream import UpstreamServers
+from load_tools import idle_websockets, wrk, ws_throughput_in_process
 
 HERE = Path(__file__).resolve().parent
 CHP = HERE / ".node" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -50,231 +46,9 @@ SECRET = "b" * 40
 USER = "benchuser"
 STUDENT_HOST = f"{USER}.{HOST}"  # the student's own origin (per-student origins)
 ORIGIN = f"http://{STUDENT_HOST}"
-BODY = b"hello from the upstream\n"
-WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def use_uvloop() -> None:
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-# -- the upstream: HTTP/1.1 keep-alive with a fixed body, and a WebSocket echo -----------------
-
-
-def _http_response(body: bytes, status: str = "200 OK") -> bytes:
-    return (f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-            "\r\n").encode() + body
-
-
-OK = _http_response(BODY)
-
-
-class Upstream(asyncio.Protocol):
-    """GET/HEAD without bodies (what the benchmark sends); `/whoami` answers the X-User it got;
-    an `Upgrade: websocket` request becomes an echo of text/binary frames."""
-
-    def __init__(self) -> None:
-        self.buf = b""
-        self.ws = False
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if self.ws:
-            self._frames()
-            return
-        assert self.transport is not None
-        out = []
-        while True:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                break
-            head, self.buf = self.buf[:end], self.buf[end + 4:]
-            if b"websocket" in head.lower():
-                self._upgrade(head)
-                self._frames()
-                break
-            if head.startswith(b"GET /whoami"):
-                user = b""
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"x-user:"):
-                        user = line.split(b":", 1)[1].strip()
-                out.append(_http_response(user))
-            else:
-                out.append(OK)
-        if out:
-            self.transport.write(b"".join(out))
-
-    def _upgrade(self, head: bytes) -> None:
-        assert self.transport is not None
-        key = b""
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"sec-websocket-key:"):
-                key = line.split(b":", 1)[1].strip()
-        accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
-        self.transport.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                             b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
-        self.ws = True
-
-    def _frames(self) -> None:
-        assert self.transport is not None
-        buf = self.buf
-        out = []
-        while len(buf) >= 2:
-            b0, b1 = buf[0], buf[1]
-            length = b1 & 0x7F
-            pos = 2
-            if length == 126:
-                if len(buf) < 4:
-                    break
-                length = struct.unpack(">H", buf[2:4])[0]
-                pos = 4
-            elif length == 127:
-                if len(buf) < 10:
-                    break
-                length = struct.unpack(">Q", buf[2:10])[0]
-                pos = 10
-            masked = b1 & 0x80
-            mask = buf[pos:pos + 4] if masked else b""
-            pos += 4 if masked else 0
-            if len(buf) < pos + length:
-                break
-            payload = buf[pos:pos + length]
-            buf = buf[pos + length:]
-            if masked:
-                payload = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
-            opcode = b0 & 0x0F
-            if opcode == 0x9:  # ping -> pong
-                b0 = 0x80 | 0xA
-            elif opcode == 0xA:
-                continue
-            n = len(payload)
-            if n < 126:
-                header = bytes([b0, n])
-            elif n < 65536:
-                header = bytes([b0, 126]) + struct.pack(">H", n)
-            else:
-                header = bytes([b0, 127]) + struct.pack(">Q", n)
-            out.append(header + payload)
-            if opcode == 0x8:  # close: echoed, then the connection ends
-                self.transport.write(b"".join(out))
-                self.transport.close()
-                self.buf = b""
-                return
-        self.buf = buf
-        if out:
-            self.transport.write(b"".join(out))
-
-
-def _upstream_main(port: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    use_uvloop()
-
-    async def main() -> None:
-        server = await asyncio.get_running_loop().create_server(
-            Upstream, "127.0.0.1", port, reuse_port=True, backlog=4096)
-        await server.serve_forever()
-
-    asyncio.run(main())
-
-
-class UpstreamServers:
-    """`processes` servers sharing one port (SO_REUSEPORT), spawned (no fork of a running loop)."""
-
-    def __init__(self, processes: int) -> None:
-        self.sock = socket.socket()  # holds the port number; never listens
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        ctx = multiprocessing.get_context("spawn")
-        self.procs = [ctx.Process(target=_upstream_main, args=(self.port,), daemon=True)
-                      for _ in range(processes)]
-        for proc in self.procs:
-            proc.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            proc.join(5)
-        self.sock.close()
 
 
 # -- processes under test -------------------------------------------------------------------
-
-
-@dataclass
-class Proc:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def pids(self) -> list[int]:
-        """The process and its children (a multi-worker gateway's workers)."""
-        found = [self.proc.pid]
-        for pid in list(found):
-            with contextlib.suppress(OSError):
-                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-                found.extend(int(c) for c in children)
-        return found
-
-    def rss_mib(self) -> float:
-        total = 0
-        for pid in self.pids():
-            with contextlib.suppress(OSError):
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        return total / 1024
-
-    def cpu_seconds(self) -> float:
-        ticks = 0
-        for pid in self.pids():
-            with contextlib.suppress(OSError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                ticks += int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-async def wait_http(url: str, timeout: float = 90, headers: dict[str, str] | None = None,
-                    proc: Proc | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as http:
-        while True:
-            if proc is not None and proc.proc.poll() is not None:
-                raise RuntimeError(f"{proc.name} exited:\n{proc.log.read_text()[-3000:]}")
-            with contextlib.suppress(aiohttp.ClientError, OSError):
-                async with http.get(url, headers=headers) as resp:
-                    if resp.status == 200:
-                        return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{url} not ready in {timeout}s")
-            await asyncio.sleep(0.2)
 
 
 def start_chp(upstream: str, state: Path) -> tuple[Proc, int]:
@@ -314,9 +88,9 @@ async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url:
     import redis.asyncio
 
     from userland.auth.origin_sessions import OriginSessions
-    from userland.platform import naming
-    from userland.platform.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
-    from userland.platform.sessions import RedisSessionStore, Session
+    from userland.platform.clients.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
+    from userland.platform.clients.sessions import RedisSessionStore, Session
+    from userland.platform.model import naming
 
     async with await KubeClient.connect(str(kubeconfig)) as kube:
         await kube.create(NAMESPACES, None, {"metadata": {"name": namespace}})
@@ -351,120 +125,6 @@ async def make_world(kubeconfig: Path, namespace: str, upstream: str, redis_url:
         return redeemed[0]
     finally:
         await client.aclose()
-
-
-# -- load: wrk for HTTP, an aiohttp client for WebSockets --------------------------------------
-
-_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
-
-
-def _ms(text: str) -> float:
-    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text.strip())
-    if not match:
-        raise ValueError(f"wrk latency {text!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def parse_wrk(out: str) -> dict[str, float]:
-    result: dict[str, float] = {}
-    for pct in ("50", "99"):
-        match = re.search(rf"^\s+{pct}%\s+(\S+)", out, re.M)
-        if match:
-            result[f"p{pct}_ms"] = _ms(match.group(1))
-    match = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    result["rps"] = float(match.group(1)) if match else 0.0
-    match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    result["non_2xx"] = float(match.group(1)) if match else 0.0
-    match = re.search(r"Socket errors:.*", out)
-    result["socket_errors"] = 1.0 if match else 0.0
-    return result
-
-
-def wrk(port: int, seconds: float, connections: int, headers: list[str]) -> tuple[dict[str, float], str]:
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "--timeout", "5s"]
-    for header in headers:
-        cmd += ["-H", header]
-    cmd.append(f"http://127.0.0.1:{port}/")
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30, check=True).stdout
-    return parse_wrk(out), out
-
-
-async def ws_throughput(port: int, headers: dict[str, str], connections: int, seconds: float,
-                        payload: str | bytes = "x" * 64) -> float:
-    """Round trips per second: K connections each sending a message and awaiting its echo."""
-    url = f"http://127.0.0.1:{port}/ws"
-    count = 0
-    kind = aiohttp.WSMsgType.BINARY if isinstance(payload, bytes) else aiohttp.WSMsgType.TEXT
-    async with aiohttp.ClientSession() as http:
-        sockets = [await http.ws_connect(url, headers=headers, autoping=False) for _ in range(connections)]
-
-        async def loop(ws: aiohttp.ClientWebSocketResponse, deadline: float) -> None:
-            nonlocal count
-            while time.monotonic() < deadline:
-                if isinstance(payload, bytes):
-                    await ws.send_bytes(payload)
-                else:
-                    await ws.send_str(payload)
-                msg = await ws.receive(timeout=10)
-                if msg.type is not kind or msg.data != payload:
-                    raise RuntimeError(f"bad echo: {msg}")
-                count += 1
-
-        await asyncio.gather(*(loop(ws, time.monotonic() + 0.5) for ws in sockets))  # warm-up
-        count = 0
-        start = time.monotonic()
-        await asyncio.gather(*(loop(ws, start + seconds) for ws in sockets))
-        elapsed = time.monotonic() - start
-        for ws in sockets:
-            await ws.close()
-    return count / elapsed
-
-
-def _ws_client_main(port: int, headers: dict[str, str], connections: int, seconds: float,
-                    out: Any) -> None:
-    use_uvloop()
-    out.put(asyncio.run(ws_throughput(port, headers, connections, seconds)))
-
-
-def ws_throughput_in_process(port: int, headers: dict[str, str], connections: int, seconds: float) -> float:
-    """The WebSocket client in its own process (so it gets a core to itself when it can)."""
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_ws_client_main, args=(port, headers, connections, seconds, queue))
-    proc.start()
-    try:
-        return float(queue.get(timeout=seconds + 60))
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-
-
-async def idle_websockets(gateway: Proc, port: int, headers: dict[str, str], n: int, hold: float
-                          ) -> dict[str, float]:
-    before = gateway.rss_mib()
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as http:
-        sem = asyncio.Semaphore(50)
-
-        async def one() -> aiohttp.ClientWebSocketResponse:
-            async with sem:
-                return await http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=headers,
-                                             autoping=False, heartbeat=None)
-
-        start = time.monotonic()
-        sockets = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(n))), 120)
-        opened_s = time.monotonic() - start
-        await asyncio.sleep(hold)
-        # all still alive: one echo on a sample
-        for ws in sockets[:: max(1, n // 20)]:
-            await ws.send_str("alive?")
-            msg = await ws.receive(timeout=10)
-            assert msg.data == "alive?", msg
-        held = gateway.rss_mib()
-        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
-    return {"n": n, "rss_mib_before": round(before, 1), "rss_mib_held": round(held, 1),
-            "open_s": round(opened_s, 2)}
 
 
 # -- the run ---------------------------------------------------------------------------------

@@ -46,19 +46,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from gateway_bench import (  # bench/ is this script's folder: its helpers, shared
-    HOST,
-    PUBLIC_URL,
-    SECRET,
-    Proc,
-    UpstreamServers,
-    cpu_us,
-    free_port,
-    make_world,
-    use_uvloop,
-    wait_http,
-    wrk,
-)
+from bench_processes import Proc, free_port, use_uvloop, wait_http  # bench/ is this script's folder
+from echo_upstream import UpstreamServers
+from gateway_bench import HOST, PUBLIC_URL, SECRET, cpu_us, make_world
+from load_tools import wrk
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -130,8 +121,8 @@ async def staff_origin_session(redis_url: str, staff: str, seconds: int = 3600) 
     import redis.asyncio
 
     from userland.auth.origin_sessions import OriginSessions
-    from userland.platform.grant_store import GrantStore
-    from userland.platform.sessions import RedisSessionStore, Session
+    from userland.platform.clients.grant_store import GrantStore
+    from userland.platform.clients.sessions import RedisSessionStore, Session
 
     client = redis.asyncio.from_url(redis_url)
     try:
@@ -240,7 +231,7 @@ async def end_trials(args: argparse.Namespace, state: Path, env: dict[str, str],
                      redis_url: str, procs: list[Proc]) -> dict[str, Any]:
     import redis.asyncio
 
-    from userland.platform.grant_store import GrantStore
+    from userland.platform.clients.grant_store import GrantStore
 
     replicas = []
     for index in range(2):
@@ -297,9 +288,9 @@ async def end_trials(args: argparse.Namespace, state: Path, env: dict[str, str],
 
 
 async def make_course(kubeconfig: Path, students: int) -> None:
-    from userland.platform import naming
-    from userland.platform.bodies import userland_body
-    from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
+    from userland.platform.clients.kube import NAMESPACES, USERLANDS, KubeClient
+    from userland.platform.model import naming
+    from userland.platform.model.bodies import userland_body
 
     async with await KubeClient.connect(str(kubeconfig), pool_size=32) as kube:
         await kube.merge_patch(NAMESPACES, None, NS, {"metadata": {
@@ -317,9 +308,9 @@ async def sign_in(redis_url: str, logins: list[str]) -> dict[str, tuple[str, str
     """login -> (platform cookie, the web UI's form token for that session)."""
     import redis.asyncio
 
-    from userland.platform import identity
-    from userland.platform.sessions import RedisSessionStore, Session
-    from userland.web import security
+    from userland.platform.clients.sessions import RedisSessionStore, Session
+    from userland.platform.model import identity
+    from userland.web.rules import security
 
     client = redis.asyncio.from_url(redis_url)
     try:

@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.local.test_make_run import browser, read_until_ready  # noqa: E402
 from userland.local.controlplane import free_port  # noqa: E402
-from userland.platform import naming  # noqa: E402
-from userland.platform.kube import USERLANDS, KubeClient  # noqa: E402
+from userland.platform.clients.kube import USERLANDS, KubeClient  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
 
 HTML = {"Accept": "text/html"}
 APPS = {"jupyterlab": "/api/status", "vscode": "/healthz"}

@@ -30,9 +30,8 @@ from typing import Any
 import aiohttp
 
 from userland.local.controlplane import ControlPlane, crd_files, free_port
-from userland.operator import builders
-from userland.platform import naming
-from userland.platform.kube import (
+from userland.operator.rules import builders
+from userland.platform.clients.kube import (
     DEPLOYMENTS,
     NAMESPACES,
     SERVICES,
@@ -41,7 +40,8 @@ from userland.platform.kube import (
     KubeClient,
     NotFound,
 )
-from userland.platform.models import Template, Userland
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
 
 HERE = Path(__file__).resolve().parent
 

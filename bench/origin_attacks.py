@@ -27,15 +27,15 @@ from playwright.async_api import async_playwright
 from userland.local import demo_env
 from userland.local.controlplane import ControlPlane, crd_files, free_port
 from userland.local.redisserver import redis_server
-from userland.platform import naming
-from userland.platform.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.sessions import RedisSessionStore, Session
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.sessions import RedisSessionStore, Session
+from userland.platform.model import naming
+from userland.platform.model.settings import Settings
 from userland.proxy.app import RUNNER_KWARGS, create_app
 
 NEW = False
 try:
-    import userland.auth.origins  # noqa: F401
+    import userland.auth.rules.origins  # noqa: F401
 
     NEW = True
 except ImportError:

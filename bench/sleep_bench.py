@@ -1,4 +1,4 @@
-"""Sleep and wake, measured (by hand; figures go in the README):
+"""Sleep and wake, measured (by hand; figures go in docs/benchmarks.md):
 
   .venv/bin/python bench/sleep_bench.py [--students 300] [--wakes 20]
 
@@ -44,9 +44,9 @@ from tests.local.test_make_run import browser, read_until_ready  # noqa: E402
 from tests.local.test_sleep_end_to_end import sign_in  # noqa: E402
 from userland.local.controlplane import free_port  # noqa: E402
 from userland.local.redisserver import redis_server  # noqa: E402
-from userland.platform import naming  # noqa: E402
-from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient  # noqa: E402
-from userland.platform.settings import Settings  # noqa: E402
+from userland.platform.clients.kube import TEMPLATES, USERLANDS, KubeClient  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
+from userland.platform.model.settings import Settings  # noqa: E402
 from userland.proxy.activity import ActivityTracker  # noqa: E402
 
 NS = "classroom"
@@ -97,7 +97,7 @@ async def jupyter_start_up(samples: int) -> list[float]:
     answers: the part of a JupyterLab wake that is not ours."""
     import shutil
 
-    from userland.local.runner import app_bin_dirs
+    from userland.local.runner_host import app_bin_dirs
 
     path = ":".join(str(b) for b in app_bin_dirs(dict(os.environ), REPO))
     binary = shutil.which("jupyter-lab", path=path)

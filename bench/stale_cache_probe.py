@@ -34,9 +34,8 @@ sys.path.insert(0, str(REPO))
 from tests.support.clock import ManualClock  # noqa: E402
 from userland.local.controlplane import ControlPlane, crd_files  # noqa: E402
 from userland.operator.controller import Controller  # noqa: E402
-from userland.platform import naming  # noqa: E402
-from userland.platform.informer import Informer, object_key, version_number  # noqa: E402
-from userland.platform.kube import (  # noqa: E402
+from userland.platform.clients.informer import Informer, object_key, version_number  # noqa: E402
+from userland.platform.clients.kube import (  # noqa: E402
     DEPLOYMENTS,
     NAMESPACES,
     TEMPLATES,
@@ -44,7 +43,8 @@ from userland.platform.kube import (  # noqa: E402
     Conflict,
     KubeClient,
 )
-from userland.platform.settings import Settings  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
+from userland.platform.model.settings import Settings  # noqa: E402
 
 GUARDED_PUT = Informer.put
 

@@ -32,9 +32,9 @@ import aiohttp
 
 from userland.local.controlplane import ControlPlane, crd_files, free_port
 from userland.local.redisserver import redis_server
-from userland.platform import identity, naming
-from userland.platform.bodies import userland_body
-from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import identity, naming
+from userland.platform.model.bodies import userland_body
 
 HERE = Path(__file__).resolve().parent
 SECRET = "b" * 40

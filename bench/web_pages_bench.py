@@ -30,11 +30,11 @@ from aiohttp.test_utils import TestServer
 
 from userland.local.controlplane import ControlPlane, crd_files
 from userland.local.redisserver import redis_server
-from userland.platform import identity, naming
-from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.settings import Settings
-from userland.web import security
+from userland.platform.clients.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import identity, naming
+from userland.platform.model.settings import Settings
 from userland.web.app import create_app
+from userland.web.rules import security
 
 SECRET = "b" * 40
 PUBLIC = "http://userland.bench"

@@ -7,7 +7,7 @@ RBAC authorizer's cost is in both), in course namespaces made from deploy/course
   add        `web.actions.add_students` for the same N logins (one Template) at the same C:
              its two list requests, then the creates;
   reimport   the same roster again: what it costs and how many writes it makes (target 0);
-  parse      `web.roster.parse_csv` of a 2,000-row CSV (pure CPU).
+  parse      `web.rules.roster.parse_csv` of a 2,000-row CSV (pure CPU).
 Rounds alternate the order of direct and add; the ratio is the median of the rounds' ratios
 (and, less disturbed by other work on a shared machine, best time to best time).
 Goal: add / direct <= 1.2. Prints a table and writes bench/results/web_roster.json.
@@ -30,9 +30,9 @@ from typing import Any
 import yaml
 
 from userland.local.controlplane import ControlPlane, crd_files
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
 from userland.web import actions
-from userland.web.roster import RosterRow, parse_csv
+from userland.web.rules.roster import RosterRow, parse_csv
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

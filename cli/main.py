@@ -13,10 +13,10 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from userland.operator.status import DEFAULT_START_TIMEOUT
-from userland.platform.kubeconfig import KubeConfigError, cluster_access
-from userland.platform.logs import setup_logging
-from userland.platform.settings import Settings, SettingsError
+from userland.operator.rules.status import DEFAULT_START_TIMEOUT
+from userland.platform.clients.kubeconfig import KubeConfigError, cluster_access
+from userland.platform.clients.logs import setup_logging
+from userland.platform.model.settings import Settings, SettingsError
 
 log = logging.getLogger("userland.cli")
 
@@ -79,11 +79,15 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("store", help="run the assignment store (sources, students' copies, feedback)")
     st.add_argument("--listen", default="0.0.0.0:8080", help="address to serve on")
+    st.add_argument("--internal-listen", default="",
+                    help="address for /healthz and /metrics only, apart from the API (none by default)")
     st.add_argument("--data", default="/var/lib/userland-store",
                     help="folder holding everything (a ReadWriteOnce volume in a cluster)")
 
-    sub.add_parser("assignment-work", help="what an assignment's worker Pod runs (the operator makes them; "
-                                           "USERLAND_JOB, USERLAND_JOB_TOKEN, USERLAND_STORE_URL)")
+    aw = sub.add_parser("assignment-work", help="what an assignment's worker Pod runs (the operator makes "
+                                                "them; USERLAND_JOB, USERLAND_JOB_TOKEN, USERLAND_STORE_URL)")
+    aw.add_argument("step", nargs="?", default="", choices=("", "fetch", "report"),
+                    help="a grading Pod's step (docs/grading.md)")
 
     lo = sub.add_parser("local", help="the whole platform on this machine (make run); Ctrl-C stops it all")
     lo.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
@@ -95,23 +99,35 @@ def _parser() -> argparse.ArgumentParser:
                     help="also start a Prometheus (Debian's) that scrapes every part, with the alert rules")
     lo.add_argument("--prometheus-interval", type=float, default=5.0,
                     help="seconds between its scrapes and rule evaluations (default 5)")
+    lo.add_argument("--idle", default=None, metavar="DURATION",
+                    help="every example Template's idleTimeout, to try sleep and wake (such as 1m)")
     return parser
 
 
 def _local(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from userland.local.setup import LocalOptions, default_state_dir, run_local
-    from userland.platform import naming
+    from userland.local.setup import run_local
+    from userland.local.setup_options import LocalOptions, default_state_dir
+    from userland.platform.model import naming
 
     try:
         students = tuple(naming.normalize_login(s.strip()) for s in args.students.split(",") if s.strip())
     except naming.InvalidName as err:
         print(f"userland local: --students: {err}", file=sys.stderr)
         return 2
+    idle = None
+    if args.idle:
+        from userland.local.rules.template_apply import parse_idle
+        try:
+            idle = parse_idle(args.idle)
+        except ValueError as err:
+            print(f"userland local: {err}", file=sys.stderr)
+            return 2
     state_dir = Path(args.state_dir).resolve() if args.state_dir else default_state_dir()
     return run_local(LocalOptions(state_dir=state_dir, port=args.port, students=students, reset=args.reset,
-                                  prometheus=args.prometheus, prometheus_interval=args.prometheus_interval))
+                                  prometheus=args.prometheus, prometheus_interval=args.prometheus_interval,
+                                  idle=idle))
 
 
 def parse_address(listen: str) -> tuple[str, int]:
@@ -160,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "assignment-work":
         from userland.coursework.worker import main as work
 
-        return work()
+        return work(args.step)
     try:
         settings = Settings.from_env()
     except SettingsError as err:
@@ -213,10 +229,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             settings.require("store_secret")
             host, port = parse_listen(args.listen)
+            internal = parse_listen(args.internal_listen) if args.internal_listen else None
         except (SettingsError, ValueError) as err:
             print(f"userland: {err}", file=sys.stderr)
             return 2
-        return _serving(args, lambda: run_store(settings, ServeOptions(host, port, Path(args.data))))
+        return _serving(args, lambda: run_store(settings, ServeOptions(host, port, Path(args.data),
+                                                                       internal)))
     if args.command == "web":
         from userland.proxy.server import parse_listen
         from userland.web.server import WebOptions, run_web

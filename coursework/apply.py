@@ -22,14 +22,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal, cast
 
-from userland.coursework.merge import Conflict, Plan, SourceFile, plan_merge, relevant_paths
+from userland.coursework.rules.merge import Conflict, Plan, SourceFile, plan_merge, relevant_paths
 from userland.coursework.safefs import Blocked, Changed, Folder
 from userland.coursework.trees import CopyResult, IndexEntry, Limits, TooLarge, safe_name, write_copy
-from userland.platform.assignments import MANIFEST_NAME
-from userland.platform.coursework import manifest_seal, tree_digest
-from userland.platform.objects import rfc3339
+from userland.platform.model.assignments import MANIFEST_NAME
+from userland.platform.model.coursework import manifest_seal, tree_digest
+from userland.platform.model.objects import rfc3339
 
 MANIFEST_LIMIT = 16 * 1024 * 1024
+# A hand-out record starts with its seal on a line of its own; the seal covers the bytes after it.
+SEAL_HEAD = b'{\n "seal": "'
+SEAL_HEX = 64
+SEAL_TAIL = b'",\n'
+RECORD_CHUNK = 256 * 1024
+# The most of a record of the first format (sealed over its parsed files) that is parsed: about
+# 2,500 files' worth, a few MiB of Python objects at most.
+LEGACY_RECORD_LIMIT = 256 * 1024
 HASH_MARGIN = 64 * 1024 * 1024
 MAX_CONFLICTS_KEPT = 200
 State = Literal["HandedOut", "Conflicts", "Failed"]
@@ -66,7 +74,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Sealer:
-    """Who a hand-out record is for, and the key that seals it (platform/coursework.py): the
+    """Who a hand-out record is for, and the key that seals it (platform/model/coursework.py): the
     record lives in the student's folder, which they can write, so only one the platform sealed
     for this environment and folder is believed (SECURITY.md, "A forged hand-out record")."""
 
@@ -75,39 +83,117 @@ class Sealer:
     folder: str
 
     def seal(self, files: Mapping[str, str]) -> str:
+        """The first format's seal (over the parsed files): only to read records written by it."""
         return manifest_seal(self.key, self.env, self.folder, files)
+
+    def record_mac(self) -> hmac.HMAC:
+        """The seal of a record's bytes after its seal line, fed as they are read or written. The
+        key is the assignment's; the environment and folder are in it, so a record sealed for
+        alice, or for another folder, is not believed for bob."""
+        whom = json.dumps([self.env, self.folder], separators=(",", ":"))
+        return hmac.new(self.key.encode(), f"userland-handout-record-v2\n{whom}\n".encode(), "sha256")
 
 
 def load_manifest(folder: Folder, sealer: Sealer) -> dict[str, str] | None:
     """The files the student was last given, or None when there is no usable manifest (a first
-    hand-out; or one they deleted, mangled or forged: then every file they have is theirs)."""
-    raw = folder.read_bytes(MANIFEST_NAME, MANIFEST_LIMIT)
-    if raw is None:
+    hand-out; or one they deleted, mangled or forged: then every file they have is theirs).
+
+    The record is the student's to write, so nothing of it is parsed before its seal is checked
+    on its bytes, as they are read (memory: a chunk; nothing written anywhere): a
+    forged record of 16 MiB of `{}` cost the worker 420 MiB of Python objects when it was parsed
+    first (SECURITY.md, "A forged record the size of the limit")."""
+    if not sealer.key:
+        return None  # nothing is trusted without a key: not worth reading
+    fd = folder.open_regular(MANIFEST_NAME)
+    if fd is None:
+        return None
+    with open(fd, "rb") as handle:
+        head = handle.read(len(SEAL_HEAD) + SEAL_HEX + len(SEAL_TAIL))
+        if _is_sealed_head(head):
+            data = _verified_record(handle, head, sealer)
+            if data is None:
+                return None
+            try:
+                files = json.loads(data).get("files")
+            except (ValueError, AttributeError, RecursionError):
+                return None
+            return _usable_files(files)
+        # A record of the first format (sealed over its parsed files), written before this one:
+        # believed only when it is as small as a record of a few thousand files can be, so that
+        # parsing it can never cost the worker more than a few MiB.
+        raw = head + handle.read(LEGACY_RECORD_LIMIT + 1 - len(head))
+    if len(raw) > LEGACY_RECORD_LIMIT:
         return None
     try:
-        data = json.loads(raw)
-        files, seal = data.get("files"), data.get("seal")
-    except (ValueError, AttributeError):
+        record = json.loads(raw)
+        files, seal = record.get("files"), record.get("seal")
+    except (ValueError, AttributeError, RecursionError):
         return None
-    if not isinstance(files, dict) or not isinstance(seal, str):
+    usable = _usable_files(files)
+    if usable is None or not isinstance(seal, str):
+        return None
+    expected = sealer.seal(usable)
+    if not expected or not hmac.compare_digest(seal, expected):
+        return None
+    return usable
+
+
+def _is_sealed_head(head: bytes) -> bool:
+    hex_part = head[len(SEAL_HEAD):len(SEAL_HEAD) + SEAL_HEX]
+    return (len(head) == len(SEAL_HEAD) + SEAL_HEX + len(SEAL_TAIL) and head.startswith(SEAL_HEAD)
+            and head.endswith(SEAL_TAIL) and all(c in b"0123456789abcdef" for c in hex_part))
+
+
+def _verified_record(handle: BinaryIO, head: bytes, sealer: Sealer) -> bytes | None:
+    """The whole record's bytes when the seal in `head` is the one of the bytes after it (read
+    from `handle`, at most MANIFEST_LIMIT); None otherwise. Read twice: first only into the seal
+    (a chunk held, nothing written anywhere: a forged record of 16 MiB, in 16 students' folders
+    at once, once filled a hand-out Pod's scratch space through a spool), then, the seal being
+    the platform's, kept whole and checked again on exactly the bytes kept (the student may have
+    changed the file between the two readings)."""
+    if not _seal_matches(handle, head, sealer, None):
+        return None
+    handle.seek(len(head))
+    kept: list[bytes] = []
+    if not _seal_matches(handle, head, sealer, kept):
+        return None
+    return head + b"".join(kept)  # the platform's own record: as large as what it handed out
+
+
+def _seal_matches(handle: BinaryIO, head: bytes, sealer: Sealer, kept: list[bytes] | None) -> bool:
+    mac = sealer.record_mac()
+    size = len(head)
+    while chunk := handle.read(RECORD_CHUNK):
+        size += len(chunk)
+        if size > MANIFEST_LIMIT:
+            return False
+        mac.update(chunk)
+        if kept is not None:
+            kept.append(chunk)
+    return hmac.compare_digest(head[len(SEAL_HEAD):len(SEAL_HEAD) + SEAL_HEX].decode(), mac.hexdigest())
+
+
+def _usable_files(files: object) -> dict[str, str] | None:
+    if not isinstance(files, dict):
         return None
     if not all(isinstance(path, str) and isinstance(digest, str) and safe_name(path) == path
                for path, digest in files.items()):
-        return None
-    expected = sealer.seal(files)
-    if not expected or not hmac.compare_digest(seal, expected):
         return None
     return dict(files)
 
 
 def manifest_bytes(files: Mapping[str, str], sealer: Sealer, *, assignment: str, commit: str) -> bytes:
-    return json.dumps({
+    """The record, sealed on its bytes: `{"seal": "<hmac of what follows its line>", ...}`."""
+    body = json.dumps({
         "about": "Written by Userland when this assignment is handed out: what you were given, so a later "
                  "update never overwrites your changes. It is sealed: an edited copy is ignored (every file "
                  "is then yours and kept), as is a deleted one.",
         "assignment": assignment, "commit": commit, "files": dict(sorted(files.items())),
-        "seal": sealer.seal(files),
     }, indent=1).encode()
+    rest = body[2:]  # after "{\n": the seal's line takes its place
+    mac = sealer.record_mac()
+    mac.update(rest)
+    return SEAL_HEAD + mac.hexdigest().encode() + SEAL_TAIL + rest
 
 
 Opener = Callable[[str], BinaryIO]

@@ -15,12 +15,12 @@ import base64
 import contextlib
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from userland.coursework.trees import BadArchive, Limits, SourceResult, TooLarge, normalize_source
-from userland.platform.coursework import size_words
+from userland.platform.model.coursework import size_words
 
 GIT = shutil.which("git") or "/usr/bin/git"
 # Stop a fetch that passes the source limit by this much on disk (packs are compressed, so a
@@ -34,47 +34,48 @@ class FetchProblem(Exception):
 
     reason: str
     message: str
+    detail: str = ""  # what git said, for the store's log only (never the Assignment's status)
 
     def __str__(self) -> str:
         return self.message
 
 
 def classify(stderr: str, *, url: str, ref: str, secret: str = "") -> FetchProblem:
-    """git's own words (LC_ALL=C) -> what went wrong, for the Assignment's status."""
+    """git's own words (LC_ALL=C) -> what went wrong, for the Assignment's status.
+
+    Whatever does not come from a git server that answered (a host not known, a closed port, a
+    redirect, an HTTP error, a page that is not a repository, a certificate) is one message,
+    "not reachable or not a git repository": the status must not tell an instructor what the
+    store found at an address (a port open or closed, a 404 or a 200), or the store would be a
+    way to map what it can reach. git's own words go to the store's log (`detail`)."""
     text = stderr.lower()
-    host = urlsplit(url).hostname or url
     what = f"the branch or tag {ref!r}" if ref else "the default branch"
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "no message")
+    detail = last[:300]
     if "couldn't find remote ref" in text or "invalid refspec" in text:
         return FetchProblem("UnknownRef",
-                            f"the repository has no branch or tag {ref!r}: check spec.source.ref")
-    if any(f"returned error: {code}" in text for code in (301, 302, 303, 307, 308)):
-        return FetchProblem("Redirected", f"the repository at {url} answers with a redirect to another "
-                                          "address; a token is never sent through a redirect: put the "
-                                          "repository's current address in spec.source.url")
-    if "could not resolve host" in text:
-        return FetchProblem("Unreachable", f"the repository's host {host} is not known here: check "
-                                           "spec.source.url")
-    if any(s in text for s in ("failed to connect", "connection refused", "timed out", "could not connect",
-                               "connection reset", "network is unreachable", "no route to host")):
-        return FetchProblem("Unreachable", f"the repository at {url} cannot be reached (its server does not "
-                                           "answer); it is tried again later")
-    if any(s in text for s in ("authentication failed", "could not read username", "could not read password",
-                               "terminal prompts disabled", "returned error: 401", "returned error: 403")):
-        if secret:
-            return FetchProblem("Unauthorized", f"the repository refused the token in the Secret {secret!r}: "
-                                                "check that it is current and may read the repository")
-        return FetchProblem("Unauthorized", f"the repository at {url} asks for a password: if it is private, "
-                                            "put a token in a Secret and name it in spec.source.tokenSecret")
-    if "not found" in text or "returned error: 404" in text:
-        private = "" if secret else " (a private repository also looks like this without a token)"
-        return FetchProblem("NotFound", f"there is no repository at {url}{private}")
+                            f"the repository has no branch or tag {ref!r}: check spec.source.ref", detail)
+    if "no space left on device" in text:
+        # The store's own disk, not the repository: said as such (it tells nothing of the address).
+        return FetchProblem("StoreFull", "the assignment store's disk is full, so the source could not be "
+                                         "fetched: tell your admin; it is tried again later", detail)
     if "unadvertised object" in text or "not our ref" in text:
         return FetchProblem("CommitNotAllowed", f"the server does not let {what} be fetched by its commit "
-                                                "id: use a branch or tag name")
-    if "ssl" in text or "certificate" in text:
-        return FetchProblem("Untrusted", f"the certificate of {host} is not trusted here")
-    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "no message")
-    return FetchProblem("FetchFailed", f"git could not fetch {what}: {last[:300]}")
+                                                "id: use a branch or tag name", detail)
+    if secret and any(f"returned error: {code}" in text for code in (301, 302, 303, 307, 308)):
+        # Said only with a token (its Secret already allows this address): it was not followed.
+        return FetchProblem("Redirected", f"the repository at {url} answers with a redirect to another "
+                                          "address; a token is never sent through a redirect: put the "
+                                          "repository's current address in spec.source.url", detail)
+    if secret and any(s in text for s in ("authentication failed", "could not read username",
+                                          "could not read password", "terminal prompts disabled",
+                                          "returned error: 401", "returned error: 403")):
+        return FetchProblem("Unauthorized", f"the repository refused the token in the Secret {secret!r}: "
+                                            "check that it is current and may read the repository", detail)
+    private = "" if secret else (" (a private repository looks like this without a token: put one in a "
+                                 "Secret and name it in spec.source.tokenSecret)")
+    return FetchProblem("Unreachable", f"the repository at {url} is not reachable or not a git repository"
+                                        f"{private}; it is tried again later", detail)
 
 
 def _env(home: Path, token: str) -> dict[str, str]:
@@ -111,9 +112,16 @@ def _size(folder: Path) -> int:
 
 async def _git(*args: str, cwd: Path, env: dict[str, str], timeout: float,
                watch: tuple[Path, int] | None = None) -> tuple[int, str, str]:
+    # Its own process group: git runs git-remote-http (curl) as a child, which holds the pipes
+    # open; killing git alone left it waiting on a server that never answers (until curl's low
+    # speed limit, 60 s), and asyncio waits for the pipes: past every time limit here.
     process = await asyncio.create_subprocess_exec(
         GIT, *args, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
     async def watchdog() -> None:
         assert watch is not None
@@ -121,17 +129,18 @@ async def _git(*args: str, cwd: Path, env: dict[str, str], timeout: float,
         while True:
             await asyncio.sleep(0.5)
             if await asyncio.to_thread(_size, folder) > limit:
-                process.kill()
+                kill()
                 raise TooLarge(f"the source is larger than {size_words(int(limit / DISK_SLACK))} (the limit)")
 
     guard = asyncio.create_task(watchdog()) if watch is not None else None
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout)
     except TimeoutError:
-        process.kill()
+        kill()
         await process.wait()
-        raise FetchProblem("Unreachable", f"git did not finish within {int(timeout)} s; it is tried again "
-                                          "later") from None
+        raise FetchProblem("Unreachable", "the repository is not reachable or not a git repository; it is "
+                                           "tried again later", f"git did not finish within {int(timeout)} s"
+                           ) from None
     finally:
         if guard is not None:
             guard.cancel()
@@ -167,6 +176,48 @@ async def fetch(url: str, ref: str, sub_path: str, *, token: str, secret_name: s
                 raise FetchProblem("NoSuchFolder", f"the repository has no folder {sub_path!r} in commit "
                                                    f"{commit[:8]}: check spec.source.subPath")
         return commit, await _archive(repo, tree, env, out, limits)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, work, True)
+
+
+# What the form's check says when the repository does not answer as one: the same words whatever
+# went wrong (no such host, a refused port, an HTTP error, a web page that is not git), so the
+# check tells a teacher nothing about what else listens where the platform runs.
+NOT_A_REPOSITORY = ("is not reachable from the platform or is not a git repository (a private one also "
+                    "looks like this: name its token in the form)")
+
+
+def ref_found(listing: str, ref: str) -> bool:
+    """Whether `git ls-remote`'s `listing` has the branch or tag `ref` ("" the default branch;
+    a 40-character commit id cannot be listed: the fetch checks it)."""
+    names = {line.split("\t", 1)[1].strip() for line in listing.splitlines() if "\t" in line}
+    if not ref:
+        return "HEAD" in names
+    if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+        return True
+    return bool(names & {ref, f"refs/heads/{ref}", f"refs/tags/{ref}"})
+
+
+async def check(url: str, ref: str, *, work: Path, timeout: float = 15.0) -> FetchProblem | None:
+    """Whether `ref` of the public repository `url` can be fetched: `git ls-remote` (it lists the
+    branches and tags, downloading nothing); None when it can."""
+    await asyncio.to_thread(work.mkdir, parents=True)
+    try:
+        env = _env(work, "")
+        try:
+            code, out, _ = await _git("ls-remote", "--", url, cwd=work, env=env, timeout=timeout)
+        except FetchProblem:
+            code, out = 1, ""
+        # A web server that is not git answers a listing of nothing (git reads it as the old "dumb"
+        # protocol): no refs at all is no repository here (an empty one has nothing to hand out).
+        if code != 0 or "\t" not in out:
+            return FetchProblem("Unreachable", f"the repository at {url} {NOT_A_REPOSITORY}")
+        if not ref_found(out, ref):
+            if not ref:
+                return FetchProblem("UnknownRef", "the repository has no default branch (is it empty?): "
+                                                  "name a branch or tag")
+            return FetchProblem("UnknownRef", f"the repository has no branch or tag {ref!r}")
+        return None
     finally:
         await asyncio.to_thread(shutil.rmtree, work, True)
 

@@ -3,7 +3,7 @@
 A worker Pod mounts several students' volumes side by side and runs as the Template's user, the
 same for all of them; a link in alice's folder that points at `/work/s1/...` (bob's volume in
 that Pod) or at `/etc` must never be followed, or her hand-out would write into bob's folder and
-her copy would carry his files (SECURITY.md, "Assignments"). So every path is walked one
+her copy would carry his files (SECURITY.md, "Assignments and the store"). So every path is walked one
 component at a time from the volume's root, each folder opened with O_NOFOLLOW|O_DIRECTORY
 relative to the one before (the `*at` system calls); a link or a file where a folder should be
 stops the walk (`Blocked`). Files are opened with O_NOFOLLOW|O_NONBLOCK (a pipe a student left
@@ -22,10 +22,10 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from userland.coursework.merge import Present
+from userland.coursework.rules.merge import Present
 
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -40,6 +40,8 @@ TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[0-9a-f]{12}")
 # a student's (or a source's) oddity, and must not cost the rest of a worker's batch.
 MAX_NAME_BYTES = 255
 MAX_DEPTH = 64
+# Left-out entries named in a copy's result (the rest are counted).
+LEFT_OUT_NAMED = 50
 
 
 def name_problem(name: str) -> str | None:
@@ -70,7 +72,26 @@ class Blocked(Exception):
 
 
 class TooManyEntries(Exception):
-    """A folder lists more entries than the caller allows (never listed whole)."""
+    """A folder lists more entries than the caller allows (never listed whole); `whole`: the
+    walk as a whole passed its bound (every folder within it)."""
+
+    def __init__(self, message: str, *, whole: bool = False) -> None:
+        super().__init__(message)
+        self.whole = whole
+
+
+@dataclass
+class LeftOut:
+    """What a walk left out (links, pipes, odd names): how many, and the first LEFT_OUT_NAMED of
+    them by name. A student's folder of a million links must not cost the worker a million names."""
+
+    count: int = 0
+    names: list[str] = field(default_factory=list)
+
+    def add(self, name: str) -> None:
+        self.count += 1
+        if len(self.names) < LEFT_OUT_NAMED:
+            self.names.append(name)
 
 
 class Changed(Exception):
@@ -219,6 +240,19 @@ class Folder:
 
     def read_bytes(self, path: str, limit: int) -> bytes | None:
         """A regular file's bytes (at most `limit`; None if it is not one or is larger)."""
+        fd = self.open_regular(path)
+        if fd is None:
+            return None
+        try:
+            if os.fstat(fd).st_size > limit:
+                return None
+            return os.read(fd, limit + 1)[:limit]
+        finally:
+            os.close(fd)
+
+    def open_regular(self, path: str) -> int | None:
+        """The regular file at `path`, open for reading (the caller closes it); None when there
+        is none (a link, a pipe, a folder, nothing) or it cannot be opened."""
         found = self._parent(path)
         if found is None:
             return None
@@ -226,13 +260,10 @@ class Folder:
             fd = os.open(found[1], O_READ, dir_fd=found[0])
         except OSError:
             return None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-                return None
-            return os.read(fd, limit + 1)[:limit]
-        finally:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
+            return None
+        return fd
 
     def write_file(self, path: str, source: BinaryIO, *, executable: bool = False,
                    expect: Present | None = None, size: int = -1) -> None:
@@ -276,26 +307,33 @@ class Folder:
         os.unlink(name, dir_fd=parent_fd)
 
     def files(self, *, skip_top: frozenset[str] = frozenset(), skip_names: frozenset[str] = frozenset(),
-              skipped: list[str] | None = None, max_entries: int | None = None) -> Iterator[FoundFile]:
+              skipped: LeftOut | None = None, max_entries: int | None = None,
+              max_total: int | None = None) -> Iterator[FoundFile]:
         """Every regular file below, depth first in name order, each open (the caller closes it).
-        Links, pipes and other special files are never opened; their paths go to `skipped`, and
-        so do names that cannot be carried (`name_problem`) and folders deeper than MAX_DEPTH,
-        with the reason (`shown`: printable). A folder that lists more than `max_entries` is not
-        read past that (TooManyEntries): a student's folder of a million empty files must not
-        cost the worker a million listing entries in memory."""
-        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped, 1, max_entries)
+        Links, pipes and other special files are never opened; they go to `skipped`, and so do
+        names that cannot be carried (`name_problem`) and folders deeper than MAX_DEPTH, with
+        the reason (`shown`: printable). A folder that lists more than `max_entries` is not read
+        past that, nor is the walk once it has listed more than `max_total` entries in all
+        (folders, links and hard links count as much as files): TooManyEntries. A student's
+        folder of a million empty files, or of a million folders, must not cost the worker a
+        million listing entries in memory."""
+        count = _Count(max_total)
+        yield from self._walk(self.dir_fd(""), "", skip_top, skip_names, skipped, 1, max_entries, count)
 
     def _walk(self, fd: int, prefix: str, skip_top: frozenset[str], skip_names: frozenset[str],
-              skipped: list[str] | None, depth: int, max_entries: int | None) -> Iterator[FoundFile]:
+              skipped: LeftOut | None, depth: int, max_entries: int | None,
+              count: _Count) -> Iterator[FoundFile]:
         listed = []
         with os.scandir(fd) as listing:
             for entry in listing:
                 listed.append(entry)
+                count.add(1)
                 if max_entries is not None and len(listed) > max_entries:
                     where = shown(prefix) or "the folder"
                     raise TooManyEntries(f"{where} lists more than {max_entries:,} entries")
         entries = sorted(listed, key=lambda e: e.name)
         del listed
+        left_out = skipped if skipped is not None else LeftOut()
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             if (not prefix and entry.name in skip_top) or entry.name in skip_names \
@@ -303,8 +341,7 @@ class Folder:
                 continue
             problem = name_problem(entry.name)
             if problem is not None:
-                if skipped is not None:
-                    skipped.append(f"{shown(rel)} ({problem})")
+                left_out.add(f"{shown(rel)} ({problem})")
                 continue
             try:
                 info = entry.stat(follow_symlinks=False)
@@ -312,33 +349,42 @@ class Folder:
                 continue
             if stat.S_ISDIR(info.st_mode):
                 if depth >= MAX_DEPTH:
-                    if skipped is not None:
-                        skipped.append(f"{shown(rel)}/ (folders deeper than {MAX_DEPTH} levels: left out)")
+                    left_out.add(f"{shown(rel)}/ (folders deeper than {MAX_DEPTH} levels: left out)")
                     continue
                 try:
                     child = os.open(entry.name, O_DIR, dir_fd=fd)
                 except OSError:
-                    if skipped is not None:
-                        skipped.append(shown(rel) + "/")
+                    left_out.add(shown(rel) + "/")
                     continue
                 try:
                     yield from self._walk(child, rel + "/", skip_top, skip_names, skipped, depth + 1,
-                                         max_entries)
+                                         max_entries, count)
                 finally:
                     os.close(child)
             elif stat.S_ISREG(info.st_mode):
                 try:
                     file_fd = os.open(entry.name, O_READ, dir_fd=fd)
                 except OSError:
-                    if skipped is not None:
-                        skipped.append(shown(rel))
+                    left_out.add(shown(rel))
                     continue
                 opened = os.fstat(file_fd)
                 if not stat.S_ISREG(opened.st_mode):
                     os.close(file_fd)
-                    if skipped is not None:
-                        skipped.append(shown(rel))
+                    left_out.add(shown(rel))
                     continue
                 yield FoundFile(rel, file_fd, opened.st_size, opened.st_mode, opened.st_mtime)
-            elif skipped is not None:
-                skipped.append(shown(rel))
+            else:
+                left_out.add(shown(rel))
+
+
+class _Count:
+    """Entries listed so far in one walk, against its bound (None: no bound)."""
+
+    def __init__(self, most: int | None) -> None:
+        self.most = most
+        self.seen = 0
+
+    def add(self, n: int) -> None:
+        self.seen += n
+        if self.most is not None and self.seen > self.most:
+            raise TooManyEntries(f"more than {self.most:,} entries in all", whole=True)

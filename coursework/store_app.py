@@ -1,10 +1,16 @@
 """`userland store`: the assignment store's HTTP API (docs/assignments.md, "Where things live").
 
-Who may ask what (platform/coursework.py signs both kinds of caller):
+Who may ask what (platform/model/coursework.py signs both kinds of caller):
+
+Every assignment's path is `/v1/a/<namespace>/<name>/<uid>`: the Assignment object's uid keeps a
+name deleted and made again apart from the first one (store_files.py).
 
 | request | operator | web UI | a worker Pod (its job's scope) |
 |---|---|---|---|
+| PUT /v1/n/<ns>/live: the assignments that exist (the others are retired) | yes | | |
+| PUT .../members: the assignment's current students | yes | | |
 | POST .../fetch: fetch a commit of the source once | yes | | |
+| POST .../check: can this repository and ref be fetched (the form's check) | | yes | |
 | GET .../state: every result, receipt and upload | yes | yes | |
 | GET .../sources/<key>.tar | | | a hand-out of that source |
 | POST .../results | | | for its own students and kind of work |
@@ -13,157 +19,75 @@ Who may ask what (platform/coursework.py signs both kinds of caller):
 | PUT .../feedback[/<login>] (a zip from staff) | | yes | |
 | GET .../collected.zip[?login=] (streamed) | | yes | |
 
-Nothing else is served; a request without a valid signature or scope is a 403 that says why in
-the store's log only. The token for a private repository arrives with a fetch, is given to git
-for that fetch, and is never logged or kept.
+The handlers of the operator's and the web UI's repository requests are in store_fetch.py,
+the web UI's feedback and collected zip in store_web.py, retirement in store_retention.py;
+what they share (signatures, job scopes, bodies) in store_requests.py.
+
+Nothing else is served (but /healthz; /metrics, the volume's use and each course's, is served by
+`create_internal_app` on a listener of its own, which worker Pods cannot reach); a request
+without a valid signature or scope is a 403 that says why in the store's log only. A write past
+an assignment's or a course's quota is a 413 that says which, in words; a write the volume has
+no room for is a 507 that says so (docs/runbooks/UserlandStoreVolumeFilling.md).
+The token for a private repository arrives with a fetch, is given to git for that fetch, and is
+never logged or kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import errno
 import logging
 import shutil
-import tarfile
-import zipfile
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, BinaryIO, cast
 
 from aiohttp import web
 
-from userland.coursework import gitfetch, zipped
-from userland.coursework.pipes import produce
-from userland.coursework.store_files import BadName, StoreFiles
-from userland.coursework.trees import BadArchive, Limits, TooLarge
-from userland.platform import coursework, naming
-from userland.platform.assignments import relative_path
-from userland.platform.coursework import JobScope, ScopeRefused, WorkKind
-from userland.platform.models import InvalidSpec
-from userland.platform.objects import rfc3339
+from userland.coursework.store_fetch import CHECKS_AT_ONCE, check, fetch
+from userland.coursework.store_files import BadName, QuotaFull, StoreFiles
+from userland.coursework.store_grades import (
+    grading_copy,
+    grading_failures,
+    grading_report,
+    grading_results,
+    grading_tests,
+)
+from userland.coursework.store_metrics import metrics_text
+from userland.coursework.store_requests import (
+    CHECKS,
+    INTERNAL_OF,
+    LOCKS,
+    NONCES,
+    OPTIONS,
+    STORE,
+    SWEEP,
+    UPLOADS,
+    StoreOptions,
+    body_to_file,
+    json_body,
+    ref_of,
+    refuse,
+    scoped,
+    signed,
+)
+from userland.coursework.store_retention import put_live, sweep
+from userland.coursework.store_web import collected_zip, put_feedback
+from userland.coursework.trees import BadArchive, TooLarge
+from userland.platform.model import coursework
+from userland.platform.model.coursework import NonceBook
+from userland.platform.model.objects import rfc3339
 
 log = logging.getLogger("userland.store")
-JSON = dict[str, Any]
-FEEDBACK_LIMITS = Limits(files=20_000, bytes=1024**3)
 # Uploads written to disk at once (the others wait, unread: TCP holds them back); each holds one
 # chunk in memory while it is written. 500 students' copies arriving together at a deadline
 # otherwise held 500 chunks: 680 MB (bench/assignment_bench.py, before this bound).
 UPLOADS_AT_ONCE = 32
-CHUNK = 256 * 1024
 
 
-@dataclass(frozen=True)
-class StoreOptions:
-    data: Path
-    secret: str
-    source_limits: Limits
-    copy_limits: Limits
-    fetch_timeout: float = 600.0
-
-
-STORE = web.AppKey("userland_store", StoreFiles)
-OPTIONS = web.AppKey("userland_store_options", StoreOptions)
-LOCKS = web.AppKey("userland_store_locks", dict)
-UPLOADS = web.AppKey("userland_store_uploads", asyncio.Semaphore)
-
-
-def _names(request: web.Request) -> tuple[str, str]:
-    namespace, assignment = request.match_info["ns"], request.match_info["asg"]
-    if not (naming.is_valid_dns_label(namespace) and naming.is_valid_dns_label(assignment)):
-        raise web.HTTPNotFound()
-    return namespace, assignment
-
-
-def _refuse(request: web.Request, why: str) -> web.HTTPForbidden:
-    log.warning("request refused", extra={"path": request.path, "method": request.method, "why": why})
-    return web.HTTPForbidden(text="refused\n")
-
-
-def signed(request: web.Request, *allowed: str) -> str:
-    """The purpose of a request the operator or the web UI signed (403 otherwise)."""
-    options = request.app[OPTIONS]
-    try:
-        purpose = coursework.verify_request(
-            options.secret, request.headers.get(coursework.SIGNATURE_HEADER, ""), request.method,
-            request.path_qs)
-    except ScopeRefused as err:
-        raise _refuse(request, str(err)) from None
-    if purpose not in allowed:
-        raise _refuse(request, f"not for the {purpose}")
-    return purpose
-
-
-def scoped(request: web.Request, kind: WorkKind) -> JobScope:
-    """The job scope a worker Pod presents, for this assignment and kind of work (403 otherwise)."""
-    namespace, assignment = _names(request)
-    try:
-        scope = coursework.verify_job(request.app[OPTIONS].secret,
-                                      request.headers.get(coursework.SCOPE_HEADER, ""),
-                                      request.headers.get(coursework.TOKEN_HEADER, ""))
-    except ScopeRefused as err:
-        raise _refuse(request, str(err)) from None
-    if (scope.kind, scope.namespace, scope.assignment) != (kind, namespace, assignment):
-        raise _refuse(request, "the job is for other work")
-    return scope
-
-
-async def _body_to_file(request: web.Request, target: Path, limit: int) -> int:
-    size = 0
-    out = await asyncio.to_thread(open, target, "wb")
-    try:
-        async for chunk in request.content.iter_chunked(CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
-            await asyncio.to_thread(out.write, chunk)
-    finally:
-        await asyncio.to_thread(out.close)
-    return size
-
-
-# ----- the operator -----
-
-async def fetch(request: web.Request) -> web.Response:
-    signed(request, "operator")
-    namespace, assignment = _names(request)
-    files, options = request.app[STORE], request.app[OPTIONS]
-    try:
-        body = await request.json()
-        url, ref = str(body["url"]), str(body.get("ref") or "")
-        sub_path = relative_path(body.get("subPath") or "", "subPath", allow_empty=True)
-        token, secret_name = str(body.get("token") or ""), str(body.get("secret") or "")
-    except (ValueError, KeyError, InvalidSpec) as err:
-        raise web.HTTPBadRequest(text=f"{err}\n") from None
-    lock = request.app[LOCKS].setdefault((namespace, assignment), asyncio.Lock())
-    async with lock:  # one fetch per assignment at a time: a retry waits for the first
-        out = files.temp()
-        try:
-            commit, result = await gitfetch.fetch(
-                url, ref, sub_path, token=token, secret_name=secret_name, work=files.temp(".git"), out=out,
-                limits=options.source_limits, timeout=options.fetch_timeout)
-        except gitfetch.FetchProblem as problem:
-            out.unlink(missing_ok=True)
-            log.info("fetch failed", extra={"assignment": f"{namespace}/{assignment}",
-                                            "reason": problem.reason})
-            return web.json_response({"reason": problem.reason, "message": problem.message}, status=422)
-        except (TooLarge, BadArchive) as err:
-            out.unlink(missing_ok=True)
-            return web.json_response({"reason": "TooLarge" if isinstance(err, TooLarge) else "BadArchive",
-                                      "message": str(err)}, status=422)
-        key = f"{commit}-{hashlib.sha256(sub_path.encode()).hexdigest()[:8]}"
-        index = {"commit": commit, "ref": ref, "subPath": sub_path, "fetchedAt": rfc3339(),
-                 **result.to_json()}
-        await asyncio.to_thread(files.put_source, namespace, assignment, key, out, index)
-    log.info("fetched", extra={"assignment": f"{namespace}/{assignment}", "commit": commit,
-                               "files": result.files, "bytes": result.bytes})
-    return web.json_response({"key": key, **{k: v for k, v in index.items() if k != "files"}})
-
+# ----- the operator and the web UI -----
 
 async def state(request: web.Request) -> web.Response:
-    signed(request, "operator", "web")
-    namespace, assignment = _names(request)
-    version, data = await asyncio.to_thread(request.app[STORE].state, namespace, assignment)
+    await signed(request, "operator", "web")
+    version, data = await asyncio.to_thread(request.app[STORE].state, ref_of(request))
     etag = f'"{version}"'
     if request.headers.get("If-None-Match") == etag:
         return web.Response(status=304, headers={"ETag": etag})
@@ -174,12 +98,11 @@ async def state(request: web.Request) -> web.Response:
 
 async def source(request: web.Request) -> web.StreamResponse:
     scope = scoped(request, "handout")
-    namespace, assignment = _names(request)
     key = request.match_info["key"]
     if key != scope.source:
-        raise _refuse(request, "another source")
+        raise refuse(request, "another source")
     try:
-        path = request.app[STORE].source_tar(namespace, assignment, key)
+        path = request.app[STORE].source_tar(ref_of(request), key)
     except BadName:
         raise web.HTTPNotFound() from None
     if not path.exists():
@@ -192,7 +115,7 @@ async def results(request: web.Request) -> web.Response:
     if kind not in coursework.WORK_KINDS:
         raise web.HTTPBadRequest(text="kind?\n")
     scope = scoped(request, kind)  # type: ignore[arg-type]
-    namespace, assignment = _names(request)
+    ref = ref_of(request)
     try:
         entries = (await request.json())["results"]
         assert isinstance(entries, list)
@@ -202,10 +125,10 @@ async def results(request: web.Request) -> web.Response:
     for entry in entries:
         template, login = str(entry.get("template")), str(entry.get("login"))
         if not scope.has(template, login):
-            raise _refuse(request, "a student outside the job")
+            raise refuse(request, "a student outside the job")
         result = {k: v for k, v in entry.items() if k not in ("template", "login")}
         try:
-            await asyncio.to_thread(files.put_result, namespace, assignment, kind, template, login, result,
+            await asyncio.to_thread(files.put_result, ref, kind, template, login, result,
                                     round_=scope.round if kind == "collect" else "")
         except BadName as err:
             raise web.HTTPBadRequest(text=f"{err}\n") from None
@@ -214,38 +137,39 @@ async def results(request: web.Request) -> web.Response:
 
 async def put_copy(request: web.Request) -> web.Response:
     scope = scoped(request, "collect")
-    namespace, assignment = _names(request)
+    ref = ref_of(request)
     round_, template, login = (request.match_info[k] for k in ("round", "template", "login"))
     if round_ != scope.round or not scope.has(template, login):
-        raise _refuse(request, "another round or student")
+        raise refuse(request, "another round or student")
     files, options = request.app[STORE], request.app[OPTIONS]
     taken_at = request.headers.get(coursework.TAKEN_AT_HEADER, "") or rfc3339()
     temp = files.temp()
     try:
         async with request.app[UPLOADS]:
-            await _body_to_file(request, temp, options.copy_limits.bytes + 64 * 1024 * 1024)
-            receipt, kept = await asyncio.to_thread(files.put_copy, namespace, assignment, round_, template,
+            await body_to_file(request, temp, options.copy_limits.bytes + 64 * 1024 * 1024)
+            receipt, kept = await asyncio.to_thread(files.put_copy, ref, round_, template,
                                                     login, temp, taken_at=taken_at)
     except (BadArchive, TooLarge) as err:
         raise web.HTTPBadRequest(text=f"{err}\n") from None
+    except QuotaFull as err:
+        raise web.HTTPRequestEntityTooLarge(max_size=0, actual_size=0, text=f"{err}\n") from None
     except BadName:
         raise web.HTTPNotFound() from None
     finally:
         temp.unlink(missing_ok=True)
     if not kept:
-        log.info("copy already taken", extra={"assignment": f"{namespace}/{assignment}", "round": round_,
+        log.info("copy already taken", extra={"assignment": f"{ref.namespace}/{ref.name}", "round": round_,
                                               "environment": f"{template}/{login}"})
     return web.json_response(receipt, status=201 if kept else 409)
 
 
 async def feedback_tar(request: web.Request) -> web.StreamResponse:
     scope = scoped(request, "feedback")
-    namespace, assignment = _names(request)
     login = request.match_info["login"]
     if not any(m.login == login for m in scope.members):
-        raise _refuse(request, "another student")
+        raise refuse(request, "another student")
     try:
-        path = request.app[STORE].feedback_tar(namespace, assignment, login)
+        path = request.app[STORE].feedback_tar(ref_of(request), login)
     except BadName:
         raise web.HTTPNotFound() from None
     if not path.exists():
@@ -253,92 +177,33 @@ async def feedback_tar(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(path, headers={"Content-Type": "application/x-tar"})
 
 
-# ----- the web UI -----
+# ----- the operator's members, and health -----
 
-async def put_feedback(request: web.Request) -> web.Response:
-    """A zip of feedback from staff: one folder per login, or (`/feedback/<login>`) one student's
-    files; a single file that is not a zip is that student's one file (`?name=`)."""
-    signed(request, "web")
-    namespace, assignment = _names(request)
-    only = request.match_info.get("login")
-    if only is not None and (not naming.is_valid_login(only) or only != only.lower()):
-        raise web.HTTPNotFound()
-    files = request.app[STORE]
-    upload = files.temp(".zip")
-    made: list[Path] = []
-
-    def make_tar() -> Path:
-        made.append(files.temp())
-        return made[-1]
-
+async def put_members(request: web.Request) -> web.Response:
+    """The operator: the assignment's current students' environments."""
+    raw = await signed(request, "operator")
+    ref = ref_of(request)
     try:
-        await _body_to_file(request, upload, FEEDBACK_LIMITS.bytes)
-        name = request.query.get("name", "")
-        if only is not None and name and not zipfile.is_zipfile(upload):
-            single = relative_path(name.rsplit("/", 1)[-1] or "feedback", "name")
-            split = await asyncio.to_thread(_one_file, upload, only, single, make_tar)
-        else:
-            split = await asyncio.to_thread(zipped.split_feedback, upload, make_tar, FEEDBACK_LIMITS,
-                                            only=only)
-        uploaded_at = rfc3339()
-        for login, student in split.students.items():
-            meta = {"files": student.files, "bytes": student.bytes, "sha256": student.sha256,
-                    "uploadedAt": uploaded_at}
-            await asyncio.to_thread(files.put_feedback, namespace, assignment, login, student.tar, meta)
-    except zipfile.BadZipFile:
-        return web.json_response({"message": "That file is not a zip."}, status=400)
-    except (TooLarge, InvalidSpec) as err:
-        return web.json_response({"message": str(err)}, status=400)
-    finally:
-        upload.unlink(missing_ok=True)
-        for path in made:
-            path.unlink(missing_ok=True)
-    return web.json_response({"students": {login: {"files": s.files, "bytes": s.bytes}
-                                           for login, s in split.students.items()},
-                              "ignored": split.ignored})
-
-
-def _one_file(upload: Path, login: str, name: str, make_tar: Callable[[], Path]) -> zipped.Split:
-    size = upload.stat().st_size
-    student = zipped.FeedbackFiles(make_tar(), files=1, bytes=size)
-    with tarfile.open(student.tar, "w", format=tarfile.PAX_FORMAT) as archive, open(upload, "rb") as data:
-        info = tarfile.TarInfo(name)
-        info.size = size
-        info.mode = 0o644
-        archive.addfile(info, data)
-    with open(upload, "rb") as data:
-        student.digests.append((name, hashlib.file_digest(data, "sha256").hexdigest()))
-    return zipped.Split(students={login: student})
-
-
-async def collected_zip(request: web.Request) -> web.StreamResponse:
-    signed(request, "web")
-    namespace, assignment = _names(request)
-    login = request.query.get("login") or None
+        body = json_body(raw)
+        members = [(str(t), str(login)) for t, login in body["members"]]
+    except (ValueError, KeyError, TypeError):
+        raise web.HTTPBadRequest(text="members?\n") from None
     try:
-        copies = request.app[STORE].latest_copies(namespace, assignment, login)
-    except BadName:
-        raise web.HTTPNotFound() from None
-    entries = [zipped.ZipEntry(c.login, c.template, c.tar) for c in copies]
-    nested = request.query.get("nested") == "1"
-    response = web.StreamResponse(headers={"Content-Type": "application/zip",
-                                           "X-Userland-Students": str(len({e.login for e in entries}))})
-    await response.prepare(request)
-    pipe, done = await produce(lambda out: zipped.write_collected(entries, cast(BinaryIO, out),
-                                                                  nested=nested))
-    try:
-        async for chunk in pipe.chunks():
-            await response.write(chunk)
-        await done
-    except (ConnectionResetError, asyncio.CancelledError):
-        pipe.cancelled = True
-        raise
-    await response.write_eof()
-    return response
+        await asyncio.to_thread(request.app[STORE].put_members, ref, members)
+    except BadName as err:
+        raise web.HTTPBadRequest(text=f"{err}\n") from None
+    return web.json_response({"members": len(members)})
 
 
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    files = request.app[INTERNAL_OF][STORE]
+    text = await asyncio.to_thread(metrics_text, files)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                        headers={"Cache-Control": "no-store"})
 
 
 @web.middleware
@@ -348,6 +213,16 @@ async def log_errors(request: web.Request,
         return await handler(request)
     except web.HTTPException:
         raise
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            log.exception("store request failed", extra={"path": request.path, "method": request.method})
+            return web.json_response({"message": "the store failed; see its log"}, status=500)
+        # The volume is full: this write is refused, nothing half-written is kept (uploads go to
+        # tmp first), and the writer is told in words (docs/runbooks/UserlandStoreVolumeFilling.md).
+        log.error("store volume full", extra={"path": request.path, "method": request.method})
+        return web.json_response({"message": (
+            "The assignment store's disk is full: nothing was kept. Tell your admin (the store's "
+            "volume needs room: docs/runbooks/UserlandStoreVolumeFilling.md).")}, status=507)
     except Exception:
         log.exception("store request failed", extra={"path": request.path, "method": request.method})
         return web.json_response({"message": "the store failed; see its log"}, status=500)
@@ -357,12 +232,17 @@ def create_store_app(options: StoreOptions) -> web.Application:
     app = web.Application(middlewares=[log_errors], client_max_size=1024**2,
                           handler_args={"max_field_size": 16 * 1024})
     app[OPTIONS] = options
-    app[STORE] = StoreFiles(options.data, copy_limits=options.copy_limits)
+    app[STORE] = StoreFiles(options.data, copy_limits=options.copy_limits, quotas=options.quotas)
     app[LOCKS] = {}
+    app[NONCES] = NonceBook()
     app[UPLOADS] = asyncio.Semaphore(UPLOADS_AT_ONCE)
-    base = "/v1/a/{ns}/{asg}"
+    app[CHECKS] = asyncio.Semaphore(CHECKS_AT_ONCE)
+    base = "/v1/a/{ns}/{asg}/{uid}"
     app.router.add_get("/healthz", healthz)
+    app.router.add_put("/v1/n/{ns}/live", put_live)
+    app.router.add_put(f"{base}/members", put_members)
     app.router.add_post(f"{base}/fetch", fetch)
+    app.router.add_post("/v1/a/{ns}/{asg}/check", check)
     app.router.add_get(f"{base}/state", state)
     app.router.add_get(base + "/sources/{key}.tar", source)
     app.router.add_post(f"{base}/results", results)
@@ -371,10 +251,30 @@ def create_store_app(options: StoreOptions) -> web.Application:
     app.router.add_put(f"{base}/feedback", put_feedback)
     app.router.add_put(base + "/feedback/{login}", put_feedback)
     app.router.add_get(f"{base}/collected.zip", collected_zip)
+    app.router.add_get(f"{base}/grading/copy.tar", grading_copy)
+    app.router.add_get(f"{base}/grading/tests.tar", grading_tests)
+    app.router.add_post(f"{base}/grading/report", grading_report)
+    app.router.add_post(f"{base}/grading/failures", grading_failures)
+    app.router.add_get(base + "/grading/results/{template}/{login}", grading_results)
+
+    async def start_sweep(app: web.Application) -> None:
+        app[SWEEP] = asyncio.create_task(sweep(app))
 
     async def cleanup(app: web.Application) -> None:
+        app[SWEEP].cancel()
         await asyncio.to_thread(shutil.rmtree, options.data / "tmp", True)
 
+    app.on_startup.append(start_sweep)
     app.on_cleanup.append(cleanup)
     return app
 
+
+
+def create_internal_app(store: web.Application) -> web.Application:
+    """The store's internal listener: /healthz and /metrics (for Prometheus), apart from the API
+    worker Pods reach (deploy/networkpolicies.yaml admits it from outside course namespaces)."""
+    app = web.Application()
+    app[INTERNAL_OF] = store
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,6 +1,6 @@
 """`userland assignment-work`: what an assignment's worker Pod runs (the operator makes the Pods).
 
-The Pod is told its job (USERLAND_JOB: platform/coursework.Job, the students and where their
+The Pod is told its job (USERLAND_JOB: platform/model/coursework.Job, the students and where their
 volumes are mounted), the job's token (USERLAND_JOB_TOKEN) and the store (USERLAND_STORE_URL).
 It does the work for every student at once (threads: the work is reading and writing files) and
 tells the store each student's outcome; one student's trouble is that student's result, never
@@ -38,12 +38,13 @@ from userland.coursework.apply import Copy, Outcome, Sealer, hand_out, take_copy
 from userland.coursework.pipes import produce
 from userland.coursework.safefs import shown
 from userland.coursework.trees import CopyResult, IndexEntry, Limits, read_index
-from userland.platform import coursework
-from userland.platform.assignments import FEEDBACK_FOLDER
-from userland.platform.coursework import Job, Member, ScopeRefused
-from userland.platform.logs import setup_logging
-from userland.platform.models import parse_time
-from userland.platform.objects import rfc3339
+from userland.platform.clients.logs import setup_logging
+from userland.platform.model import coursework
+from userland.platform.model.assignments import FEEDBACK_FOLDER
+from userland.platform.model.coursework import Job, Member, ScopeRefused
+from userland.platform.model.models import parse_time
+from userland.platform.model.objects import rfc3339
+from userland.platform.model.settings import JobSettings, Settings, SettingsError
 
 log = logging.getLogger("userland.worker")
 JSON = dict[str, Any]
@@ -62,7 +63,7 @@ class StoreForWorker:
 
     def __init__(self, url: str, job: Job, token: str, session: aiohttp.ClientSession) -> None:
         scope = job.scope
-        self.base = f"{url.rstrip('/')}/v1/a/{scope.namespace}/{scope.assignment}"
+        self.base = f"{url.rstrip('/')}/v1/a/{scope.namespace}/{scope.assignment}/{scope.uid}"
         self.headers = {coursework.SCOPE_HEADER: scope.header(), coursework.TOKEN_HEADER: token}
         self.expires = scope.expires
         self.session = session
@@ -114,8 +115,9 @@ class StoreForWorker:
                    "Content-Type": "application/x-tar"}
         url = f"{self.base}/copies/{round_}/{member.template}/{member.login}"
         async with self.session.put(url, data=body, headers=headers) as response:
-            if response.status in (400, 413):
-                # The store refused this copy (its content): this student's failure, not the job's.
+            if response.status in (400, 413, 507):
+                # The store refused this copy (its content, a full quota or a full disk): this
+                # student's failure, in the store's words, not the job's.
                 raise CopyRefused("the store refused the copy: " + shown((await response.text()).strip()))
             self._check(response, allowed=(409,))
             return response.status, await response.json()
@@ -232,9 +234,10 @@ async def run_collect(job: Job, store: StoreForWorker, scratch: Path) -> list[JS
 
     async def collect_one(member: Member, pool: ThreadPoolExecutor) -> None:
         path, copy = await loop.run_in_executor(pool, snapshot, member)
-        if copy.result is not None and copy.result.skipped:
+        if copy.result is not None and copy.result.skipped_count:
             log.info("left out of the copy", extra={"environment": member.key,
-                                                    "skipped": copy.result.skipped[:50]})
+                                                    "skipped": copy.result.skipped,
+                                                    "skipped_count": copy.result.skipped_count})
         if path is not None and copy.result is None:
             path.unlink(missing_ok=True)
             failures.append({"template": member.template, "login": member.login, "state": "Failed",
@@ -303,10 +306,20 @@ async def run_feedback(job: Job, store: StoreForWorker, scratch: Path) -> list[J
         tars[login] = target if await store.download(f"/feedback/{login}.tar", target) else None
 
     def one(member: Member) -> JSON:
+        digest = job.feedback.get(member.login, ("", "", ""))[2]
+        try:
+            outcome = return_one(member)
+        except Exception as err:  # one student's trouble is theirs, never the batch's
+            outcome = unexpected(member, "returning feedback", err)
+        return {"template": member.template, "login": member.login, "digest": digest, **outcome.to_json()}
+
+    def return_one(member: Member) -> Outcome:
         grade, comment, digest = job.feedback.get(member.login, ("", "", ""))
         generated = feedback_text(job.scope.assignment, grade, comment) if grade or comment else b""
         tar = tars.get(member.login)
         archive = tarfile.open(tar) if tar is not None else None  # noqa: SIM115 (closed below)
+        # Looked up once per file below: a set, so thousands of files cost no more than a list's scan.
+        in_archive = frozenset(archive.getnames()) if archive is not None else frozenset()
         try:
             index = dict(read_index(str(tar))) if tar is not None else {}
             if generated and FEEDBACK_FILE not in index:
@@ -314,17 +327,16 @@ async def run_feedback(job: Job, store: StoreForWorker, scratch: Path) -> list[J
                 index[FEEDBACK_FILE] = IndexEntry(digest_of_text, False, len(generated))
 
             def open_member(path: str) -> BinaryIO:
-                if archive is not None and path in archive.getnames():
+                if archive is not None and path in in_archive:
                     return _member(archive, path)
                 return io.BytesIO(generated)
 
             into = f"{job.path}/{FEEDBACK_FOLDER}"
-            outcome = hand_out(member.mount, into, index, open_member, assignment=label, commit=digest,
-                               sealer=Sealer(job.manifest_key, member.key, into))
+            return hand_out(member.mount, into, index, open_member, assignment=label, commit=digest,
+                            sealer=Sealer(job.manifest_key, member.key, into))
         finally:
             if archive is not None:
                 archive.close()
-        return {"template": member.template, "login": member.login, "digest": digest, **outcome.to_json()}
 
     loop = asyncio.get_running_loop()
     with members_pool(job) as pool:
@@ -363,17 +375,21 @@ async def run(job: Job, token: str, store_url: str, scratch: Path) -> int:
     return 0
 
 
-def main() -> int:
-    setup_logging(os.environ.get("USERLAND_LOG_LEVEL", "INFO"))
+def main(step: str = "") -> int:
     try:
-        job = Job.from_json(os.environ["USERLAND_JOB"])
-        token = os.environ["USERLAND_JOB_TOKEN"]
-        store_url = os.environ["USERLAND_STORE_URL"]
-    except KeyError as err:
-        print(f"userland assignment-work: {err.args[0]} is not set (the operator sets it)", file=sys.stderr)
-        return 2
-    except ScopeRefused as err:
+        told = JobSettings.from_env(os.environ)
+        setup_logging(told.log_level)
+        job = Job.from_json(told.job)
+        store_url = Settings.from_env(os.environ).store_url
+    except (SettingsError, ScopeRefused) as err:
         print(f"userland assignment-work: {err}", file=sys.stderr)
         return 2
+    if job.scope.kind == "grade":
+        if step not in ("fetch", "report"):
+            print("userland assignment-work: a grading job runs as its fetch or report step", file=sys.stderr)
+            return 2
+        from userland.coursework.grading_work import run_grade_step
+
+        return asyncio.run(run_grade_step(step, job, told.job_token, store_url))
     scratch = Path(os.environ.get("TMPDIR") or "/tmp")
-    return asyncio.run(run(job, token, store_url, scratch))
+    return asyncio.run(run(job, told.job_token, store_url, scratch))

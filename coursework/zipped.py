@@ -16,16 +16,18 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
+from userland.coursework.rules.zipnames import EntryNames
 from userland.coursework.safefs import shown
 from userland.coursework.trees import SPOOL_BYTES, Limits, TooLarge, members, safe_name
-from userland.platform import naming
-from userland.platform.assignments import MANIFEST_NAME
-from userland.platform.coursework import size_words, tree_digest
+from userland.platform.model import naming
+from userland.platform.model.assignments import MANIFEST_NAME, relative_path
+from userland.platform.model.coursework import size_words, tree_digest
+from userland.platform.model.models import InvalidSpec
 
 CHUNK = 1024 * 1024
 # One file of feedback at most (a recording of a review, a marked-up notebook fit; the whole
@@ -35,6 +37,10 @@ FILE_LIMIT = 256 * 1024 * 1024
 END_SIZE = 22
 END_TAIL = 65535
 ZIP64_AT = 2**31  # a member this large is written as zip64 up front (its header cannot grow later)
+# A zip's directory (read whole by zipfile, every name kept) per entry allowed, on average: a
+# record of 46 bytes, a name, extra fields (zip64, times). 60,000-byte names in a 1 GiB upload
+# would have the store (every course's) hold the upload's size over again.
+DIRECTORY_BYTES_PER_ENTRY = 512
 # What operating systems add to zips on their own: never a student's folder or a file.
 IGNORED_TOP = ("__MACOSX",)
 
@@ -53,8 +59,11 @@ def write_collected(entries: Iterable[ZipEntry], out: BinaryIO, *, nested: bool)
                          allowZip64=True) as archive:
         for entry in entries:
             prefix = f"{entry.login}/{entry.template}/" if nested else f"{entry.login}/"
+            # Portable, one file for one entry on the teacher's computer too; one copy's names at
+            # a time (prefixes are logins and Templates, lowercase: two copies never collide).
+            names = EntryNames()
             for name, member, data in members(str(entry.tar)):
-                info = zipfile.ZipInfo(prefix + portable(name), date_time=_date(member.mtime))
+                info = zipfile.ZipInfo(names.name(prefix, name), date_time=_date(member.mtime))
                 info.external_attr = ((0o755 if member.mode & 0o111 else 0o644) | stat.S_IFREG) << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
                 with archive.open(info, "w", force_zip64=member.size >= ZIP64_AT) as target:
@@ -62,14 +71,6 @@ def write_collected(entries: Iterable[ZipEntry], out: BinaryIO, *, nested: bool)
                         target.write(chunk)
                 count += 1
     return count
-
-
-def portable(name: str) -> str:
-    r"""A student's file name as a zip member every extractor keeps below its folder: `\` is a
-    folder separator to Windows' zip tools (`..\..\evil.bat` would climb out of the folder the
-    teacher extracts into) and `:` names a drive or a stream there, so both are written
-    percent-encoded (`%5C`, `%3A`); every other name is kept as it is."""
-    return name.replace("\\", "%5C").replace(":", "%3A")
 
 
 def _date(mtime: float) -> tuple[int, int, int, int, int, int]:
@@ -97,11 +98,12 @@ class Split:
     ignored: list[str] = field(default_factory=list)  # top-level names that are not a login
 
 
-def zip_entries(path: Path, most: int) -> int:
+def zip_entries(path: Path, most: int, *, most_bytes: int | None = None) -> int:
     """How many entries a zip's central directory holds, counted by walking its records (their
     headers only) before zipfile builds an object per entry; past `most` the count stops there
     (the declared count is not believed: zipfile itself reads as many as the directory holds).
-    BadZipFile when there is no end record or the directory is not where it says."""
+    BadZipFile when there is no end record or the directory is not where it says; TooLarge when
+    the directory is larger than `most_bytes` (zipfile reads it whole, then keeps every name)."""
     with open(path, "rb") as handle:
         size = handle.seek(0, 2)
         tail_start = max(0, size - (END_TAIL + END_SIZE))
@@ -130,6 +132,10 @@ def zip_entries(path: Path, most: int) -> int:
                 end = record_at
         if directory_size > end:
             raise zipfile.BadZipFile("a central directory larger than the file")
+        if most_bytes is not None and directory_size > most_bytes:
+            raise TooLarge(f"the feedback zip's names come to more than {size_words(most_bytes)} in all "
+                           f"(its list of entries; at most {DIRECTORY_BYTES_PER_ENTRY} bytes an entry on "
+                           "average): shorten the names")
         handle.seek(end - directory_size)
         count = 0
         walked = 0
@@ -145,17 +151,22 @@ def zip_entries(path: Path, most: int) -> int:
 
 
 def split_feedback(upload: Path, make_tar: Callable[[], Path], limits: Limits, *,
-                   only: str | None = None, file_limit: int = FILE_LIMIT) -> Split:
+                   only: str | None = None, file_limit: int = FILE_LIMIT,
+                   students: Collection[str] | None = None) -> Split:
     """The zip at `upload` as one tar per login folder (`only`: the zip is one student's files,
     at its top level). BadZipFile for what is not a zip; TooLarge past the limits: more entries
     than twice the files allowed (counted before they are read), more files or bytes in all, or
-    a file past `file_limit`. Files are streamed through a spool (memory up to 8 MiB, then disk),
+    a file past `file_limit`; Ambiguous when two names mean the same student (`Alice/`, `alice/`)
+    or the same file of one. A folder of a login not in `students` (when given) is left out, said
+    in `ignored`, and never written. Files are streamed through a spool (memory up to 8 MiB, then disk),
     never held whole, and a file that inflates past what it declared is refused as it is read."""
-    if zip_entries(upload, 2 * limits.files) > 2 * limits.files:
+    most_bytes = 2 * limits.files * DIRECTORY_BYTES_PER_ENTRY
+    if zip_entries(upload, 2 * limits.files, most_bytes=most_bytes) > 2 * limits.files:
         raise TooLarge(f"the feedback zip lists more than {2 * limits.files:,} entries (files and folders; "
                        f"at most {limits.files:,} files can be returned at once)")
     split = Split()
     total_files = total_bytes = 0
+    names = _OneNameEach()
     with zipfile.ZipFile(upload) as archive:
         writers: dict[str, tarfile.TarFile] = {}
         try:
@@ -176,13 +187,19 @@ def split_feedback(upload: Path, make_tar: Callable[[], Path], limits: Limits, *
                         if login not in split.ignored:
                             split.ignored.append(login[:100])
                         continue
-                    login = login.lower()
+                    login = names.folder(login)
+                    if students is not None and login not in students:
+                        # Kept for nobody: never written (a folder per made-up login filled the volume).
+                        if f"{login} (not a student of this assignment)" not in split.ignored[-1:]:
+                            split.ignored.append(f"{login} (not a student of this assignment)")
+                        continue
                 if stat.S_ISLNK(info.external_attr >> 16):
                     split.ignored.append(f"{login}/{rel} (a link)")
                     continue
                 if rel.split("/")[0] == MANIFEST_NAME:
                     split.ignored.append(f"{login}/{rel} (a name the platform keeps)")
                     continue
+                names.file(login, rel, info.filename)
                 if info.file_size > file_limit:
                     raise TooLarge(f"{shown(info.filename)[:100]} is larger than {size_words(file_limit)}, "
                                    "the most one file of feedback may be")
@@ -206,6 +223,68 @@ def split_feedback(upload: Path, make_tar: Callable[[], Path], limits: Limits, *
             for writer in writers.values():
                 writer.close()
     return split
+
+
+def single_file_name(name: str) -> str:
+    """The name a single file of feedback is given (its last part), refused in words when it is
+    the platform's own: the zip path leaves `.userland-handout.json` out, and so does this one."""
+    single = relative_path(name.rsplit("/", 1)[-1] or "feedback", "name")
+    if single == MANIFEST_NAME:
+        raise InvalidSpec(f"A file named {MANIFEST_NAME} cannot be returned: the platform keeps that name "
+                          "for its own record in every student's folder. Rename the file and upload again.")
+    return single
+
+
+class Ambiguous(Exception):
+    """Two names of a feedback zip mean the same student, or the same file of one: str() names
+    the pair, in words staff can act on."""
+
+
+class _OneNameEach:
+    """Each student's folder, and each file in it, under one name only: logins are the same
+    whatever their case (`Alice/` and `alice/` are both alice's), and a backslash is a folder
+    separator in zips made on Windows (`a\\b.md` is `a/b.md`). Taking both would have one file
+    silently replace the other; which one staff meant cannot be known, so the zip is refused."""
+
+    def __init__(self) -> None:
+        self.spelled: dict[str, str] = {}  # login -> the folder's name as the zip spells it
+        # Each login's paths as a tree of their parts: a folder is a dict, a file the entry's name
+        # (parts, not every folder's whole path: what it holds grows as the zip's names, no more).
+        self.trees: dict[str, dict[str, Any]] = {}
+
+    def folder(self, spelled: str) -> str:
+        login = spelled.lower()
+        first = self.spelled.setdefault(login, spelled)
+        if first != spelled:
+            raise Ambiguous(f"The zip has both {shown(first)}/ and {shown(spelled)}/: logins are the same "
+                            f"whatever their case, so both folders would be {login}'s, one file replacing "
+                            "the other. Put the files in one folder and upload again.")
+        return login
+
+    def file(self, login: str, rel: str, entry: str) -> None:
+        node = self.trees.setdefault(login, {})
+        *folders, name = rel.split("/")
+        for part in folders:
+            below = node.setdefault(part, {})
+            if isinstance(below, str):  # `notes` and `notes/week1.md`: one would never reach them
+                raise Ambiguous(self._clash(below, entry, login))
+            node = below
+        first = node.get(name)
+        if isinstance(first, str):  # each entry of the zip comes once: this is another of the same file
+            raise Ambiguous(f"The zip has both {shown(first)} and {shown(entry)}, which are the same file "
+                            f"({shown(rel)}) for {login}: one would replace the other. Keep one and upload "
+                            "again.")
+        if first is not None:
+            while isinstance(first, dict):  # an entry in that folder, to name it
+                first = next(iter(first.values()))
+            raise Ambiguous(self._clash(entry, first, login))
+        node[name] = entry
+
+    @staticmethod
+    def _clash(file: str, inside: str, login: str) -> str:
+        return (f"The zip has both {shown(file)} and {shown(inside)}: the first is a file where the other "
+                f"needs a folder of the same name, and {login}'s folder cannot hold both. Rename one and "
+                "upload again.")
 
 
 def _spool_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[str, IO[bytes]]:

@@ -25,13 +25,13 @@ from aiohttp import web
 
 from userland.local import demo_env, mountns
 from userland.local.controlplane import die_with_parent
-from userland.local.podplan import ContainerPlan, Probe
-from userland.local.podstatus import ContainerState
 from userland.local.probes import run_probe
-from userland.local.process_tree import Confinement, Placement
+from userland.local.process_tree import SERVER_SHUTDOWN_TIMEOUT, Confinement, Placement
+from userland.local.rules.podplan import ContainerPlan, Probe
+from userland.local.rules.podstatus import ContainerState
 from userland.local.sockets import session_listeners
 from userland.local.users import LocalUser
-from userland.platform.objects import rfc3339
+from userland.platform.model.objects import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Container:
         # Its own mount table when it has volumes to mount at their paths (mountns.py); the
         # launcher drops to the user itself, else the child does after joining its cgroup.
         argv, cwd, switches_itself = mountns.command(self.plan, self.user)
-        placement = self.confinement.place(self.name)
+        placement = self.confinement.place(self.name, pids_max=self.plan.pids_max)
         become = self.user.become if self.user.switches and not switches_itself else None
         try:
             process = await asyncio.create_subprocess_exec(
@@ -337,7 +337,7 @@ class DemoContainer(Container):
         except ValueError:
             port = 8080
         app = demo_env.create_app(args.get("--user", ""), args.get("--template", "demo"))
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SERVER_SHUTDOWN_TIMEOUT)
         await runner.setup()
         try:
             await self._serve(runner, port)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from aiohttp import WSMsgType, web
 
-from userland.platform.logs import setup_logging
+from userland.platform.clients.logs import setup_logging
 
 log = logging.getLogger("userland.local.demo_env")
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from userland.platform import naming
-from userland.platform.bodies import userland_body
+from userland.platform.model import naming
+from userland.platform.model.bodies import userland_body
 
 JSON = dict[str, Any]
 NAMESPACE = "classroom"

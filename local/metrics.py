@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from userland.local.runner import LocalRunner
-from userland.platform.exposition import PlatformCollector
+from userland.platform.clients.exposition import PlatformCollector
 
 
 class RunnerCollector:

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from userland.local.podplan import OWN_PATH_ROOT, ContainerPlan
+from userland.local.rules.podplan import OWN_PATH_ROOT, ContainerPlan
 from userland.local.users import LocalUser
 
 CLONE_NEWNS = 0x00020000

@@ -21,11 +21,11 @@ from typing import Any
 import aiohttp
 
 from userland.local.containers import Container, DemoContainer
-from userland.local.podplan import DEMO_PROGRAM, ContainerPlan, PodPlan, Unrunnable
-from userland.local.podstatus import ContainerState, pod_status
 from userland.local.process_tree import Confinement
+from userland.local.rules.podplan import DEMO_PROGRAM, ContainerPlan, PodPlan, Unrunnable
+from userland.local.rules.podstatus import ContainerState, pod_status
 from userland.local.users import LocalUser
-from userland.platform.objects import rfc3339
+from userland.platform.model.objects import rfc3339
 
 log = logging.getLogger(__name__)
 

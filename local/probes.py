@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from userland.local.podplan import Probe
+from userland.local.rules.podplan import Probe
 from userland.local.users import LocalUser
 
 

@@ -5,8 +5,9 @@ Debian's `prometheus` package (scripts/install-deps.sh installs it) runs as a ch
 local`, with its data under the state folder (`.run/prometheus/`, two days kept). It scrapes the
 control plane (the API server with the admin token, etcd), the operator, the gateway's and the
 web UI's internal listeners and the local runner, and evaluates deploy/observability/rules/ (no
-Alertmanager: the alerts show on its /alerts page). A newcomer opens its address and queries
-what docs/metrics.md lists; the tests query it the same way (tests/observability/).
+Alertmanager: the alerts show on its /classic/alerts page; Debian's 2.42 has no /alerts). A
+newcomer opens its address and queries what docs/metrics.md lists; the tests query it the same
+way (tests/observability/).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Targets:
     gateway: str
     web: str
     runner: str
+    store: str = ""  # the assignment store, when the example assignment runs
 
 
 def config(targets: Targets, *, interval: float = DEFAULT_INTERVAL, rules: list[Path] | None = None
@@ -66,6 +68,7 @@ def config(targets: Targets, *, interval: float = DEFAULT_INTERVAL, rules: list[
             static("userland-gateway", targets.gateway),
             static("userland-web", targets.web),
             static("userland-runner", targets.runner),
+            *([static("userland-store", targets.store)] if targets.store else []),
         ],
     }
 

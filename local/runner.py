@@ -17,6 +17,8 @@ keeps three things level with them:
 
 Every decision is made from the watched state, never from the event, so a restart of the
 runner (or state from an earlier run) converges the same way. Processes die with the runner.
+The Pods' addresses come from pod_addresses.py; their folders, environment, own programs and
+the reaper from runner_host.py.
 """
 
 from __future__ import annotations
@@ -24,15 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
-import ipaddress
 import logging
-import os
-import random
 import shutil
-import site
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -40,135 +36,34 @@ from pathlib import Path
 
 import aiohttp
 
-from userland.coursework import worker as coursework_worker
 from userland.local import mountns
-from userland.local.podplan import PLATFORM_PROGRAM, PodPlan, Unrunnable, plan_pod
+from userland.local.pod_addresses import AddressPool, free_block, listening_addresses
 from userland.local.pods import PodWorker
-from userland.local.podstatus import keep_transition_times, same_status
 from userland.local.process_tree import Confinement
-from userland.local.sockets import listening_sockets
+from userland.local.rules.podplan import PLATFORM_PROGRAM, PodPlan, Unrunnable, plan_pod
+from userland.local.rules.podstatus import keep_transition_times, same_status
+from userland.local.runner_host import Reaper, base_environment, environment_roots, own_program
 from userland.local.users import LocalUser, current_user
-from userland.platform import naming
-from userland.platform.events import event_body
-from userland.platform.informer import Informer, Key, object_key
-from userland.platform.kube import EVENTS, JSON, PODS, SERVICES, USERLANDS, KubeClient, KubeError, NotFound
+from userland.platform.clients.informer import Informer, Key, object_key
+from userland.platform.clients.kube import (
+    EVENTS,
+    JSON,
+    PODS,
+    SERVICES,
+    USERLANDS,
+    KubeClient,
+    KubeError,
+    NotFound,
+)
+from userland.platform.model import naming
+from userland.platform.model.events import event_body
 
 log = logging.getLogger(__name__)
 
 MANAGED = f"{naming.LABEL_MANAGED_BY}={naming.MANAGED_BY}"
 COMPONENT = "userland-local-runner"
-# Pods' addresses: one loopback address each (Linux routes all of 127.0.0.0/8 to lo), from a
-# /16 of this range that each runner picks for itself (free_block).
-ADDRESS_BLOCKS = ipaddress.IPv4Network("127.64.0.0/10")
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _EVENT_REPEAT_SECONDS = 60.0
 PATCH_PATIENCE = 2.0
-
-
-class AddressPool:
-    """Loopback addresses for Pods from one block; an address is given back when its Pod is gone."""
-
-    def __init__(self, network: ipaddress.IPv4Network) -> None:
-        self.network = network
-        self._free = (str(a) for a in network.hosts())
-        self._returned: list[str] = []
-        self.taken: dict[Key, str] = {}
-
-    def take(self, key: Key) -> str:
-        if key not in self.taken:
-            self.taken[key] = self._returned.pop(0) if self._returned else next(self._free)
-        return self.taken[key]
-
-    def give_back(self, key: Key) -> None:
-        address = self.taken.pop(key, None)
-        if address is not None:
-            self._returned.append(address)
-
-
-def free_block(listening: Iterable[str], rng: random.Random | None = None) -> ipaddress.IPv4Network:
-    """A /16 of ADDRESS_BLOCKS (127.64.0.0/10) in which nothing on this machine listens, chosen
-    at random: two `userland local`s (or one and the tests) never hand out the same addresses."""
-    used = {ipaddress.IPv4Address(a) for a in listening if "." in a}
-    blocks = [b for b in ADDRESS_BLOCKS.subnets(new_prefix=16) if not any(a in b for a in used)]
-    if not blocks:
-        raise RuntimeError("every 127.64.0.0/10 block has listeners: too many local runners on this machine")
-    return (rng or random.Random()).choice(blocks)
-
-
-def listening_addresses(proc: Path = Path("/proc")) -> set[str]:
-    found: set[str] = set()
-    for table in ("tcp", "tcp6"):
-        with contextlib.suppress(OSError):
-            found |= {s.address for s in listening_sockets((proc / "net" / table).read_text())}
-    return found
-
-
-def environment_roots(state_dir: Path, user: LocalUser) -> Path:
-    """Where Pods' folders live: under the state dir, unless the environments' user cannot
-    reach it (a repository under root's private home): then under /var/lib, linked from it."""
-    root = state_dir / "environments"
-    if not user.switches or _reachable(state_dir, user):
-        return root
-    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
-    elsewhere = Path("/var/lib/userland-local") / digest
-    elsewhere.mkdir(parents=True, exist_ok=True)
-    elsewhere.parent.chmod(0o755)
-    elsewhere.chmod(0o755)
-    if not root.is_symlink():
-        if root.exists():
-            shutil.rmtree(root)
-        root.symlink_to(elsewhere)
-    return elsewhere
-
-
-def _reachable(folder: Path, user: LocalUser) -> bool:
-    """Whether `user` (not the owner) may pass through every folder on the way to `folder`."""
-    for part in [folder.resolve(), *folder.resolve().parents]:
-        info = part.stat()
-        if info.st_uid != user.uid and not info.st_mode & 0o001:
-            return False
-    return True
-
-
-def base_environment(user: LocalUser, app_bins: Iterable[Path]) -> dict[str, str]:
-    """What a container's environment starts from (never the runner's own: it may hold secrets)."""
-    path = ":".join([*(str(p) for p in app_bins), SYSTEM_PATH])
-    return {
-        "PATH": path,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "SHELL": "/bin/bash",
-        "USER": user.name,
-        "LOGNAME": user.name,
-    }
-
-
-def own_program(python: str, user: LocalUser, bin_dir: Path) -> str | None:
-    """Write `<bin_dir>/userland`: the platform's own command (what its image runs) from this
-    installation, as the account environments run as can run it; None when it cannot.
-
-    The runner's interpreter may sit where that account cannot go (a pyenv under /root): then
-    the system's Python of the same version runs it, with this installation's packages (its
-    site-packages, whose .pth files map the editable install) added."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    candidates = [Path(python), Path(python).resolve(), Path("/usr/bin") / version,
-                  Path("/usr/local/bin") / version]
-    interpreter = next((c for c in candidates if c.exists() and (
-        not user.switches or _reachable(c.resolve().parent, user))), None)
-    sites = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
-    package = Path(coursework_worker.__file__).resolve().parent
-    if interpreter is None or (user.switches and not all(_reachable(f, user) for f in (*sites, package))):
-        return None
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    bin_dir.chmod(0o755)
-    program = bin_dir / PLATFORM_PROGRAM
-    program.write_text(f"#!{interpreter}\n"
-                       "# The platform's own command, as the local runner runs it for worker Pods.\n"
-                       "import site, sys\n"
-                       + "".join(f"site.addsitedir({str(s)!r})\n" for s in sites)
-                       + "from userland.cli.main import main\nsys.exit(main())\n")
-    program.chmod(0o755)
-    return str(program)
 
 
 def _service_target(service: JSON, pod: JSON) -> int | None:
@@ -492,45 +387,3 @@ class LocalRunner:
         except KubeError:
             return None
         return {**userland, "apiVersion": naming.API_VERSION, "kind": "Userland"}
-
-
-class Reaper:
-    """A process that stops every container the ledger still names once this one ends,
-    however it ends (local/reaper.py): it waits on a pipe only we hold the writing end of."""
-
-    def __init__(self, process: subprocess.Popen[bytes], pipe: int) -> None:
-        self.process = process
-        self.pipe = pipe
-
-    @classmethod
-    def start(cls, python: str, ledger: Path, log_path: Path) -> Reaper:
-        read_end, write_end = os.pipe()  # not inherited by anything else we start
-        with open(log_path, "ab") as output:
-            process = subprocess.Popen(
-                [python, "-m", "userland.local.reaper", str(ledger)], stdin=read_end, stdout=output,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        os.close(read_end)
-        return cls(process, write_end)
-
-    async def stop(self) -> None:
-        """Our containers are stopped: let it go (it finds nothing) and wait for it."""
-        with contextlib.suppress(OSError):
-            os.close(self.pipe)
-        await asyncio.to_thread(self.process.wait)
-
-
-def app_bin_dirs(env: dict[str, str] | None = None, repo: Path | None = None) -> list[Path]:
-    """Folders of the programs installed for local environments (`make local-apps`):
-    `USERLAND_APPS_BIN` (the Makefile sets it), else where the install script puts them."""
-    env = dict(os.environ) if env is None else env
-    folders = [Path(f) for f in (env.get("USERLAND_APPS_BIN") or "").split(":") if f]
-    if not folders and repo is not None and (repo / "scripts/install-local-apps.sh").exists():
-        result = subprocess.run(
-            ["bash", str(repo / "scripts/install-local-apps.sh"), "--print-prefix"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode == 0 and result.stdout.strip():
-            folders = [Path(result.stdout.strip()) / "bin"]
-    return [f for f in folders if f.is_dir()]

@@ -8,23 +8,24 @@ the gateway as child processes (unchanged; the gateway in upstream mode `local`,
 admin), and the local runner in this process. Prints what to open, then runs until SIGINT/SIGTERM, when it
 stops everything it started, in reverse order. A child that dies meanwhile is started again
 with backoff (local/supervisor.py), and the terminal says so. State lives in `.run/` (kept
-between runs, `--reset` starts afresh); logs in `.run/logs/`.
+between runs, `--reset` starts afresh); logs in `.run/logs/`. What it is asked for and the
+checks before starting: local/setup_options.py; what it prints: local/setup_terminal.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
+import io
 import logging
 import os
 import secrets
 import shutil
 import signal
-import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -35,7 +36,6 @@ from userland.local import prometheus as local_prometheus
 from userland.local.children import Child, spawn, userland_command
 from userland.local.controlplane import (
     ADMIN_TOKEN,
-    DEFAULT_CACHE,
     ControlPlane,
     ControlPlaneError,
     crd_files,
@@ -43,16 +43,29 @@ from userland.local.controlplane import (
     free_port,
 )
 from userland.local.metrics import metrics_app
-from userland.local.runner import LocalRunner, app_bin_dirs
-from userland.local.supervisor import Report, Supervisor
+from userland.local.process_tree import SERVER_SHUTDOWN_TIMEOUT
+from userland.local.rules import template_apply
+from userland.local.runner import LocalRunner
+from userland.local.runner_host import app_bin_dirs
+from userland.local.setup_options import LocalOptions, SetupError, preflight
+from userland.local.setup_terminal import banner, restart_words, say
+from userland.local.supervisor import Supervisor
 from userland.local.users import UserError, environment_user
-from userland.platform import naming
-from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, AlreadyExists, KubeClient, KubeError
-from userland.platform.logs import JsonFormatter
-from userland.platform.settings import env_name, environment
+from userland.platform.clients.kube import (
+    JSON,
+    NAMESPACES,
+    TEMPLATES,
+    USERLANDS,
+    AlreadyExists,
+    KubeClient,
+    KubeError,
+    NotFound,
+)
+from userland.platform.clients.logs import JsonFormatter
+from userland.platform.model import naming
+from userland.platform.model.settings import env_name, environment
 
 log = logging.getLogger(__name__)
-GITHUB_ID, GITHUB_SECRET = env_name("github_client_id"), env_name("github_client_secret")
 
 READY_TIMEOUT = 60.0
 # While starting, a child that stops this many times in a row is an error (a setting it refuses,
@@ -60,85 +73,20 @@ READY_TIMEOUT = 60.0
 STARTUP_FAILURES = 4
 
 
-class SetupError(Exception):
-    """Something that stops `userland local`; str() is one line saying what and what to do."""
-
-
-@dataclass(frozen=True)
-class LocalOptions:
-    state_dir: Path
-    port: int = 8000
-    students: tuple[str, ...] = examples.DEFAULT_STUDENTS
-    reset: bool = False
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    k8s_cache: Path = DEFAULT_CACHE
-    # A Prometheus scraping everything, with the project's rules (local/prometheus.py), and how
-    # often it scrapes and evaluates.
-    prometheus: bool = False
-    prometheus_interval: float = local_prometheus.DEFAULT_INTERVAL
-
-    @property
-    def public_url(self) -> str:
-        return f"http://localhost:{self.port}"
-
-    def origin(self, template_host: str, student: str | None = None) -> str:
-        """A Template's address (`student` None) or a student's own origin under it."""
-        return f"http://{student + '.' if student else ''}{template_host}:{self.port}"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.state_dir / "kubeconfig"
-
-    @property
-    def log_dir(self) -> Path:
-        return self.state_dir / "logs"
-
-    @property
-    def github(self) -> bool:
-        return bool(self.env.get(GITHUB_ID) and self.env.get(GITHUB_SECRET))
-
-
-def default_state_dir() -> Path:
+def _kept_secret(path: Path) -> str:
+    """A secret kept in `path` (made once, readable by this account only)."""
     try:
-        return find_repo() / ".run"
-    except ControlPlaneError:
-        return Path.cwd() / ".run"
-
-
-def port_is_free(port: int) -> bool:
-    """Nothing listens on 127.0.0.1:`port`. SO_REUSEADDR as the gateway's own socket has it: a
-    port whose last connections are only in TIME_WAIT (the previous `make run`, stopped a moment
-    ago) is free for a listener, and refusing it would make a restart wait a minute for nothing."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def preflight(options: LocalOptions) -> None:
-    """Everything that can be checked before starting anything; raises SetupError."""
-    if not 0 < options.port < 65536:
-        raise SetupError(f"--port {options.port} is not a port number")
-    if not port_is_free(options.port):
-        raise SetupError(f"port {options.port} is already in use on 127.0.0.1: "
-                         "stop what uses it or choose another with --port")
-    for program, package in (("etcd", "etcd-server"), ("redis-server", "redis-server"),
-                             ("openssl", "openssl")):
-        if shutil.which(program) is None:
-            raise SetupError(f"{program} is not installed: run `make deps` (or apt-get install {package})")
-    for binary in ("kube-apiserver", "kube-controller-manager"):
-        if not (options.k8s_cache / "bin" / binary).exists():
-            raise SetupError(f"{binary} is not built in {options.k8s_cache}/bin: "
-                             "run `make control-plane` once (it builds for a few minutes)")
-    if options.prometheus and shutil.which("prometheus") is None:
-        raise SetupError("prometheus is not installed: run `make deps` (or apt-get install prometheus)")
-    env = options.env
-    if bool(env.get(GITHUB_ID)) != bool(env.get(GITHUB_SECRET)):
-        raise SetupError(f"set both {GITHUB_ID} and {GITHUB_SECRET}, or neither "
-                         "(then the development login is used)")
+        found = path.read_text().strip()
+        if len(found) >= 32:
+            return found
+    except OSError:
+        pass
+    made = secrets.token_hex(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(made)
+    return made
 
 
 def _log_to_file(path: Path) -> None:
@@ -149,20 +97,40 @@ def _log_to_file(path: Path) -> None:
     logging.getLogger().handlers[:] = [handler]
 
 
-def say(text: str = "") -> None:
-    # The terminal may be gone (closed: SIGHUP): stopping must go on all the same.
-    with contextlib.suppress(OSError):
-        print(text, flush=True)
+# Ctrl-C ends `userland local` in seconds, whatever one part does: the runner stops each
+# environment within STOP_GRACE (local/process_tree.py), so a runner still busy after this long
+# is stuck; its stack is logged and the stop goes on (the reaper, in a session of its own, stops
+# whatever containers it leaves once this process has ended).
+RUNNER_STOP_LIMIT = 60.0
 
 
-def restart_words(report: Report) -> str:
-    """One terminal line about a child that stopped or came back."""
-    name = "Redis" if report.name == "redis" else f"the {report.name}"
-    if report.what == "exited":
-        lost = " (signed-in sessions were in it: sign in again)" if report.name == "redis" else ""
-        return (f"  {name} stopped (exit status {report.status}); starting it again in "
-                f"{report.retry_in:g} s{lost}; see {report.log_path}")
-    return f"  {name} is running again (restarts: {report.restarts})"
+async def _within(task: asyncio.Task[None], limit: float, part: str) -> None:
+    """Wait for a cancelled `task` to end, at most `limit` seconds; log where it is stuck if not."""
+    done, _ = await asyncio.wait({task}, timeout=limit)
+    if not done:
+        stack = io.StringIO()
+        task.print_stack(file=stack)
+        log.warning("a part did not stop in time: going on without it",
+                    extra={"part": part, "seconds": limit, "stack": stack.getvalue()[-4000:]})
+    elif not task.cancelled() and (error := task.exception()) is not None:
+        log.warning("a part failed while stopping", extra={"part": part, "error": repr(error)})
+
+
+class _Steps:
+    """Logs each step of stopping with how long the one before took: where a stop that hangs
+    stands is the last line of local.log (and `kill -USR1` prints every thread's stack)."""
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.since = time.monotonic()
+
+    def __call__(self, what: str | None) -> None:
+        now = time.monotonic()
+        if self.current is not None:
+            log.info("stopped", extra={"part": self.current, "seconds": round(now - self.since, 2)})
+        if what is not None:
+            log.info("stopping", extra={"part": what})
+        self.current, self.since = what, now
 
 
 class Stopped(Exception):
@@ -186,8 +154,11 @@ class LocalSetup:
         self.runner_metrics_port = 0  # the local runner's /metrics (this process)
         self.prometheus_port = 0
         self.metrics_runner: web.AppRunner | None = None
-        # The gateway signs identities with it; the web UI checks them.
-        self.identity_secret = secrets.token_hex(32)
+        # The gateway signs identities with it; the web UI checks them (and its forms' tokens):
+        # kept in the state folder, so pages open across a restart still work.
+        self.identity_secret = _kept_secret(options.state_dir / "identity-secret")
+        # Example Templates found changed by the user and kept (the banner says so).
+        self.kept_templates: list[str] = []
         # The example assignment: its git server and the assignment store (a child).
         self.assignments = assignment_example.LocalAssignments(options.state_dir, options.log_dir,
                                                                self.supervisor)
@@ -255,9 +226,11 @@ class LocalSetup:
         port = free_port()
         data = self.options.state_dir / "redis"
         data.mkdir(parents=True, exist_ok=True)
+        # Its data stays in the state folder (an append-only file, written every second), so a
+        # restart keeps everyone signed in and the help history, as a cluster's Redis would.
         self.supervisor.add("redis", lambda: spawn("redis", [
             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(data)], self.options.log_dir))
+            "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(data)], self.options.log_dir))
 
         async def answers() -> bool:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -277,16 +250,31 @@ class LocalSetup:
             await kube.create(NAMESPACES, None, {"metadata": {"name": examples.NAMESPACE}})
         # A course for the web UI (an existing namespace from an older state dir gets it too).
         await kube.merge_patch(NAMESPACES, None, examples.NAMESPACE, examples.course_metadata())
-        for template in self.templates:
-            name = template["metadata"]["name"]
+        for shipped in self.templates:
+            name = shipped["metadata"]["name"]
+            template = template_apply.desired(shipped, self.options.idle)
             try:
-                await kube.create(TEMPLATES, examples.NAMESPACE, template)
-            except AlreadyExists:
-                # A state dir from an earlier run (or version): the Template as shipped now.
-                current = await kube.get(TEMPLATES, examples.NAMESPACE, name)
-                if current.get("spec") != template["spec"]:
-                    await kube.replace(TEMPLATES, examples.NAMESPACE, name,
-                                       {**current, "spec": template["spec"]})
+                current: JSON | None = await kube.get(TEMPLATES, examples.NAMESPACE, name)
+            except NotFound:
+                current = None
+            # A state dir from an earlier run: what the user changed there is kept (and said in
+            # the banner); what we wrote and nobody touched takes this run's version.
+            todo = template_apply.step(current, template)
+            stored: JSON | None = None
+            if todo == "create":
+                with contextlib.suppress(AlreadyExists):
+                    stored = await kube.create(TEMPLATES, examples.NAMESPACE, template)
+            elif todo == "update" and current is not None:
+                stored = await kube.replace(TEMPLATES, examples.NAMESPACE, name,
+                                            {**current, "spec": template["spec"]})
+            elif todo == "same" and current is not None and template_apply.recorded(current) is None:
+                stored = current  # as wanted, from a run before the record existed
+            elif todo == "kept":
+                self.kept_templates.append(name)
+            if stored is not None:
+                # The spec as the server stored it (with its defaults): "untouched since" next time.
+                await kube.merge_patch(TEMPLATES, examples.NAMESPACE, name,
+                                       template_apply.record_patch(stored))
             students = self.options.students if name == examples.DEMO_TEMPLATE else \
                 self.options.students[:examples.APP_STUDENTS]
             for student in students:
@@ -304,6 +292,8 @@ class LocalSetup:
             namespaces=(examples.NAMESPACE,), lease_namespace=examples.NAMESPACE,
             # The operator writes each Userland's URL (status.url) from it.
             public_url=self.options.public_url, worker_image="userland:local",
+            # Environments run on this machine: no image to pull ahead, no room to hold.
+            nodes="local",
             # Collection Pods start 10 s before a deadline here, not 60 (one machine, no scheduling).
             collect_lead_seconds=self.options.env.get(env_name("collect_lead_seconds"), "10"),
             **self.assignments.settings())))
@@ -316,6 +306,8 @@ class LocalSetup:
         ), self.options.log_dir, self._child_env(
             redis_url=redis_url, public_url=self.options.public_url,
             identity_secret=self.identity_secret, cookie_secure=False,
+            # The same staff lists as the gateway's (one config.env in a cluster): /admin lists them.
+            admins=(examples.ADMIN,),
             internal_listen=f"127.0.0.1:{self.web_internal_port}", **self.assignments.settings())))
 
     def start_gateway(self, redis_url: str) -> None:
@@ -333,7 +325,8 @@ class LocalSetup:
         ), options.log_dir, env))
 
     async def serve_runner_metrics(self, runner: LocalRunner) -> None:
-        self.metrics_runner = web.AppRunner(metrics_app(runner), access_log=None, handle_signals=False)
+        self.metrics_runner = web.AppRunner(metrics_app(runner), access_log=None, handle_signals=False,
+                                            shutdown_timeout=SERVER_SHUTDOWN_TIMEOUT)
         await self.metrics_runner.setup()
         self.runner_metrics_port = free_port()
         await web.TCPSite(self.metrics_runner, "127.0.0.1", self.runner_metrics_port).start()
@@ -344,7 +337,9 @@ class LocalSetup:
         targets = local_prometheus.Targets(
             apiserver=f"127.0.0.1:{self.plane.port}", etcd=f"127.0.0.1:{self.plane.etcd_port}",
             operator=f"127.0.0.1:{self.operator_port}", gateway=f"127.0.0.1:{self.gateway_internal_port}",
-            web=f"127.0.0.1:{self.web_internal_port}", runner=f"127.0.0.1:{self.runner_metrics_port}")
+            web=f"127.0.0.1:{self.web_internal_port}", runner=f"127.0.0.1:{self.runner_metrics_port}",
+            store=(f"127.0.0.1:{self.assignments.store_internal_port}"
+                   if self.assignments.store_internal_port else ""))
         config = local_prometheus.write_config(self.options.state_dir, targets,
                                                interval=self.options.prometheus_interval)
         argv = local_prometheus.command(self.options.state_dir, self.prometheus_port, config)
@@ -375,76 +370,18 @@ class LocalSetup:
             wanted = set(self.options.students)
             # The demo needs nothing installed: the others may still be starting, or wait for
             # `make local-apps` (the banner says which).
+            # An asleep one (a state folder from a run with IDLE) is settled too: starting
+            # again must not wake it, nor wait for it.
             ready = {
                 naming.login_of(u["spec"]["user"]) for u in items
                 if u["spec"]["template"] == examples.DEMO_TEMPLATE
-                and any(c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in (u.get("status") or {}).get("conditions") or [])
+                and ((u.get("status") or {}).get("phase") == "Idle"
+                     or any(c.get("type") == "Ready" and c.get("status") == "True"
+                            for c in (u.get("status") or {}).get("conditions") or []))
             }
             return wanted <= ready
 
         return await self._until("userlands", userlands_ready, READY_TIMEOUT)
-
-    def banner(self, all_ready: bool) -> None:
-        o = self.options
-        kubeconfig = o.kubeconfig
-        students = ", ".join(o.students) or "(none yet)"
-        login = ("GitHub (USERLAND_GITHUB_CLIENT_ID is set; the OAuth app's callback must be "
-                 f"{o.public_url}/auth/callback)") if o.github else \
-            f"development login: type any name, e.g. {o.students[0] if o.students else 'alice'}"
-        say()
-        say("Userland is running on this machine.")
-        say()
-        first = o.students[0] if o.students else "alice"
-        say(f"  Open        {o.origin(examples.DEMO_HOST)}/   (sends each student to their own address,")
-        say(f"              such as {o.origin(examples.DEMO_HOST, first)}/; overview: {o.public_url}/)")
-        say(f"              sign in with the {login}")
-        say(f"              students with an environment: {students}")
-        say(f"  Web UI      {o.public_url}/   sign in as {examples.INSTRUCTOR} (instructor of the course "
-            f"{examples.NAMESPACE}), {examples.ASSISTANT} (its assistant) or {examples.ADMIN} (admin); "
-            "students see their environments and ask for help there")
-        label = "Apps"
-        for template in self.templates:
-            name = template["metadata"]["name"]
-            if name == examples.DEMO_TEMPLATE:
-                continue
-            title = str(template["spec"].get("displayName") or name)
-            program = next((c.get("command") or [""])[0] for c in template["spec"]["podSpec"]["containers"])
-            installed = shutil.which(program, path=":".join(str(b) for b in self.app_bins)) is not None
-            note = "" if installed else "   (not installed here: run `make local-apps`)"
-            say(f"  {label:<11} {o.origin(examples.local_host(name))}/  {title}{note}")
-            label = ""
-        if len(self.templates) > 1:
-            students = ", ".join(o.students[:examples.APP_STUDENTS]) or "nobody yet"
-            say(f"              (each: sign in as {students}, or add students in the Web UI)")
-        say(f"  kubectl     export KUBECONFIG={kubeconfig}; "
-            f"kubectl get userlands,deployments,services -n {examples.NAMESPACE}")
-        say(f"  Add one     {examples.add_student_command()}")
-        if self.assignments.git is not None:
-            first = o.students[0] if o.students else "alice"
-            for line in assignment_example.banner(o.public_url, o.origin, first):
-                say(line)
-        say(f"  Metrics     operator http://127.0.0.1:{self.operator_port}/metrics   (/healthz beside it)")
-        say(f"              gateway  http://127.0.0.1:{self.gateway_internal_port}/metrics   (its internal "
-            f"port; {o.port} serves no /healthz or /metrics)")
-        say(f"              web UI   http://127.0.0.1:{self.web_internal_port}/metrics   (its internal port)")
-        say(f"              runner   http://127.0.0.1:{self.runner_metrics_port}/metrics   (the local "
-            "kubelet's part); what each answers: docs/metrics.md")
-        if self.prometheus_port:
-            say(f"  Prometheus  http://127.0.0.1:{self.prometheus_port}/   scrapes all of the above and the "
-                "control plane, with the alert rules (its /alerts page)")
-        else:
-            say("  Prometheus  `make run PROMETHEUS=1` starts one that scrapes all of it, with the alerts")
-        say(f"  Logs        {o.log_dir}/")
-        say(f"  State       {o.state_dir}/ (kept between runs; --reset starts afresh)")
-        pids = ", ".join(f"{c.name} {c.pid}" for c in self.children.values())
-        if self.plane is not None:
-            pids = ", ".join(f"{n} {p.pid}" for n, p in self.plane.processes.items()) + ", " + pids
-        say(f"  Processes   {pids}")
-        if not all_ready:
-            say(f"  Note        not every student's environment is Ready yet; see {o.log_dir}/")
-        say()
-        say("Ready. Press Ctrl-C to stop everything.")
 
     async def serve(self) -> None:
         """Until SIGINT/SIGTERM; a child that dies is started again, the runner ending is an error."""
@@ -476,33 +413,39 @@ class LocalSetup:
         await self.serve_runner_metrics(runner)
         if o.prometheus:
             self.start_prometheus()
-        self.banner(await self.wait_ready())
+        banner(self, await self.wait_ready())
 
     async def shutdown(self) -> None:
         say("Stopping ...")
+        step = _Steps()
         for name in ("gateway", "web", "operator"):
             if name in self.children:
                 self.children[name].signal(signal.SIGTERM)
         if self.runner_task is not None:
+            step("the local runner and its environments")
             self.runner_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.runner_task
+            await _within(self.runner_task, RUNNER_STOP_LIMIT, "the local runner and its environments")
         # No restarts from here on: poll() is no longer called, and the entries go.
         children = self.children
         self.supervisor.supervised.clear()
         for name in ("prometheus", "gateway", "web", "operator", "store", "redis"):
             child = children.pop(name, None)
             if child is not None:
+                step(name)
                 await asyncio.to_thread(child.stop)
         for child in children.values():
+            step(child.name)
             await asyncio.to_thread(child.stop)
         if self.metrics_runner is not None:
-            await self.metrics_runner.cleanup()
+            await self.metrics_runner.cleanup()  # bounded: SERVER_SHUTDOWN_TIMEOUT
         if self.kube is not None:
             await self.kube.close()
+        step("the example assignment's git server")
         await self.assignments.stop()
         if self.plane is not None:
-            self.plane.stop()
+            step("the control plane")
+            await asyncio.to_thread(self.plane.stop)
+        step(None)
         say("Stopped.")
 
 
@@ -542,4 +485,7 @@ def run_local(options: LocalOptions) -> int:
         shutil.rmtree(options.state_dir)
     options.state_dir.mkdir(parents=True, exist_ok=True)
     _log_to_file(options.log_dir / "local.log")
+    # `kill -USR1 <pid>` prints where every thread is (to the terminal): for a start or a stop
+    # that hangs.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     return asyncio.run(_main(options))

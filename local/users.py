@@ -12,6 +12,7 @@ own container); docs/decisions.md says what that means.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import pwd
@@ -67,39 +68,60 @@ def current_user() -> LocalUser:
     return LocalUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
 
+# Where root's processes take turns making the account: a folder only root writes (the local
+# runner's, for Pods' folders out of the reach of a private state dir).
+ACCOUNT_LOCK = Path("/var/lib/userland-local/account.lock")
+
+
+def _entry(account: str) -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwnam(account)
+    except KeyError:
+        return None
+
+
 def environment_user(account: str = DEFAULT_ACCOUNT) -> LocalUser:
     """The account environments run as: `account` (made if missing) when we are root, else us."""
     if os.geteuid() != 0:
         return current_user()
-    try:
-        entry = pwd.getpwnam(account)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        result = subprocess.run(
-            [
-                useradd,
-                "--system",
-                "--user-group",
-                "--no-create-home",
-                "--home-dir",
-                "/nonexistent",
-                "--shell",
-                "/bin/bash",
-                "--comment",
-                "Userland local environments",
-                account,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise UserError(
-                f"could not create the unprivileged account '{account}' that students' "
-                f"environments run as: {result.stderr.strip() or result.returncode}"
-            ) from None
-        log.info("created the unprivileged account for environments", extra={"account": account})
-        entry = pwd.getpwnam(account)
+    entry = _entry(account)
+    if entry is None:
+        # One process at a time (the suite's parallel workers, two `make run`s): useradd run by
+        # several at once fails with "already exists", or worse, each succeeds with its own uid
+        # and the last write to /etc/passwd wins (seen here: 8 at once, two uids handed out).
+        ACCOUNT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with open(ACCOUNT_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            entry = _entry(account) or _create(account)
     if entry.pw_uid == 0:
         raise UserError(f"the account '{account}' is root; environments must not run as root")
     return LocalUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+def _create(account: str) -> pwd.struct_passwd:
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    result = subprocess.run(
+        [
+            useradd,
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/bin/bash",
+            "--comment",
+            "Userland local environments",
+            account,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise UserError(
+            f"could not create the unprivileged account '{account}' that students' "
+            f"environments run as: {result.stderr.strip() or result.returncode}"
+        ) from None
+    log.info("created the unprivileged account for environments", extra={"account": account})
+    return pwd.getpwnam(account)

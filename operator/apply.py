@@ -1,11 +1,13 @@
-"""Writing a Userland's and a Template's children: create what is missing, repair what differs,
-never take what belongs to someone else, and the finalizer that deletes a student's volume.
+"""The one writer of every reconciler (Userland, Template, Assignment): a Userland's children
+(create what is missing, repair what differs, never take what belongs to someone else), the
+finalizer that deletes a student's volume, NetworkPolicies (a Template's, an Assignment's worker
+Pods'), and every kind's status, with its Events (`Applier.status`; coalesced where asked).
 
 - A child is created when the cache has none; a 409 means it exists outside our view (someone
   removed our labels): it is read and repaired. A child whose controller owner is another
   object, or whose labels name another student or Template, is a `NameConflict`, never changed.
 - "Nothing changed" is the spec hash in `userland.dev/spec-hash` plus the desired fields being
-  there (operator/builders.py), so the steady state writes nothing. Deployments are replaced
+  there (operator/rules/builders.py), so the steady state writes nothing. Deployments are replaced
   whole (a merge patch cannot drop list items), keeping labels and annotations others added;
   a 409 on that replace means our copy was behind: read it once and replace that.
 - Why a child changed is said (`change_cause`): the Template changed, a restart was asked, it
@@ -13,6 +15,8 @@ never take what belongs to someone else, and the finalizer that deletes a studen
   resume: no "Updated" Event then, the status' own Event tells that story).
 - PersistentVolumeClaims carry no owner (student work outlives the Userland); with the
   Template's `reclaimPolicy: Delete` a finalizer on the Userland deletes the claim.
+- A status is written only when it changed; an Assignment's at most once per interval (its
+  students' results come in one by one), the others at once.
 """
 
 from __future__ import annotations
@@ -20,17 +24,20 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from userland.operator import builders
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import USERLAND, Caches, controller_owner
-from userland.operator.refusals import podspec_refusal
-from userland.operator.status import Problem
-from userland.platform import naming
-from userland.platform.informer import Informer
-from userland.platform.kube import (
+from userland.operator.rules import builders
+from userland.operator.rules.reconcile import DONE, ObjectMemory, Result
+from userland.operator.rules.refusals import podspec_refusal
+from userland.operator.rules.status import Problem, status_changed
+from userland.operator.rules.status_events import EventNote
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import (
     DEPLOYMENTS,
     JSON,
     NETWORK_POLICIES,
@@ -44,12 +51,15 @@ from userland.platform.kube import (
     NotFound,
     Resource,
 )
-from userland.platform.logs import ObjectLogger
-from userland.platform.models import Template, Userland
-from userland.platform.objects import annotations_of, labels_of, meta
-from userland.platform.settings import Settings
+from userland.platform.clients.logs import ObjectLogger
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
+from userland.platform.model.objects import annotations_of, labels_of, meta
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger("userland.operator")
+# The Events a status change tells, from the status before and after.
+Tell = Callable[[JSON, JSON], list[EventNote]]
 
 Cause = Literal["created", "template", "restart", "drift", "scale"]
 CAUSE_WORDS: dict[Cause, str] = {
@@ -138,7 +148,7 @@ def contains_metadata(actual: JSON, desired: JSON) -> bool:
 
 
 class Applier:
-    """The writes of both reconciles; every object written goes back into its cache at once."""
+    """The writes of every reconcile; every object written goes back into its cache at once."""
 
     def __init__(self, client: KubeClient, caches: Caches, events: EventRecorder, settings: Settings) -> None:
         self.client = client
@@ -147,9 +157,10 @@ class Applier:
         self.settings = settings
 
     async def children(self, userland: Userland, template: Template, logger: ObjectLogger, *,
-                       asleep: bool = False) -> Problem | None:
-        """Create or repair the Deployment, Service (and PVC); a Problem when one is refused."""
-        children = builders.desired_children(userland, template, asleep=asleep)
+                       asleep: bool = False, keep_pod_spec: JSON | None = None) -> Problem | None:
+        """Create or repair the Deployment, Service (and PVC); a Problem when one is refused.
+        `keep_pod_spec`: the Deployment's Pod spec as it is, kept (a new image is being pulled)."""
+        children = builders.desired_children(userland, template, asleep=asleep, keep_pod_spec=keep_pod_spec)
         jobs = [
             self._apply(DEPLOYMENTS, self.caches.deployments, children.deployment, userland, logger),
             self._apply(SERVICES, self.caches.services, children.service, userland, logger),
@@ -226,9 +237,9 @@ class Applier:
             logger.info("updated %s %s: %s", resource.kind, name, CAUSE_WORDS[cause])
         return Applied(cause, resource.kind, name, replicas)
 
-    async def network_policy(self, template: Template) -> None:
-        desired = builders.desired_network_policy(template, self.settings)
-        ns, name = template.ref.namespace, desired["metadata"]["name"]
+    async def network_policy(self, desired: JSON) -> None:
+        """Create or repair a NetworkPolicy (a Template's, an Assignment's worker Pods')."""
+        ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
         informer = self.caches.network_policies
         actual = informer.get(ns, name)
         if actual is None:
@@ -282,14 +293,33 @@ class Applier:
 
     # ----- status -----
 
-    async def status(self, resource: Resource, informer: Informer, obj: JSON, status: JSON) -> None:
+    async def status(self, resource: Resource, informer: Informer, obj: JSON, status: JSON,
+                     *, tell: Tell = lambda old, new: [], coalesce: ObjectMemory | None = None,
+                     every: float = 0.0, force: bool = False) -> Result:
+        """Write what changed of `obj`'s status and tell it (`tell`: the Events of the change,
+        operator/rules/status_events.py, operator/rules/assignment/events.py). With `coalesce` (the object's
+        record), at most one write per `every` seconds (`force`: now, whatever came before): a change that
+        comes sooner is written when the interval is over, with whatever else came meanwhile
+        (the Result says when)."""
+        old = obj.get("status") or {}
+        if not status_changed(old, status):
+            return DONE
+        if coalesce is not None and not force:
+            since = time.monotonic() - coalesce.status_written
+            if since < every:
+                return Result.again_in(every - since)
         found = meta(obj)
         try:
             patched = await self.client.merge_patch(
                 resource, found["namespace"], found["name"], {"status": status}, subresource="status")
         except NotFound:
-            return  # deleted meanwhile
+            return DONE  # deleted meanwhile
+        if coalesce is not None:
+            coalesce.status_written = time.monotonic()
         informer.put(patched)
+        for note in tell(old, status):
+            self.events.record(patched, note.type, note.reason, note.message)
+        return DONE
 
     def userland_object(self, userland: Userland) -> JSON:
         """The Userland as an Event's involved object (the cached one, else its reference)."""

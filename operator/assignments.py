@@ -1,14 +1,17 @@
 """Reconciling an Assignment: read it and its students from the caches, learn what the store has,
-decide (operator/assignment_plan.py, assignment_status.py, assignment_pods.py: pure), write the
-difference (worker Pods made and removed, the status), and say when to look again: the release
-and every deadline (less the lead) are requeue times, never polling.
+decide (operator/rules/assignment/plan.py, operator/rules/assignment/status.py,
+operator/rules/assignment/pods.py, operator/rules/assignment/events.py: pure), write the difference (worker
+Pods made and removed; the NetworkPolicy and the status through operator/apply.py), and return when to look
+again: the release and every deadline (less the lead) are requeue times, never polling.
 
 Reads the API server only for what no cache holds: the token Secret of a private source, when
 its commit is fetched (the store fetches; the token goes to it with that request, nowhere else).
 Asks the store for the assignment's state (one request, answered 304 when nothing changed) and,
 when the source's fingerprint (url, ref, folder, token Secret, "hand out again") changes, to
 fetch the commit. Status writes are coalesced: at most one per `STATUS_INTERVAL` per Assignment,
-however many students' results came in meanwhile.
+however many students' results came in meanwhile. What it remembers of each Assignment between
+passes is an `AssignmentMemory` (operator/rules/assignment/memory.py), rebuilt from the status by a
+new leader.
 """
 
 from __future__ import annotations
@@ -19,27 +22,28 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from urllib.parse import urlsplit
 
-from userland.operator import assignment_pods, builders
-from userland.operator.apply import merge_patch
-from userland.operator.assignment_plan import Env, Pending, RunAs, Source, WorkerPod, batches, plan_work
-from userland.operator.assignment_status import assignment_status, source_info, source_problems
+from userland.operator.apply import Applier
 from userland.operator.events import EventRecorder
-from userland.operator.indexes import ASSIGNMENT, Caches, Key
+from userland.operator.grading import Grading, TokenProblem
+from userland.operator.indexes import ASSIGNMENT, Caches
 from userland.operator.metrics import OperatorMetrics
-from userland.operator.progress import newest_pod
-from userland.operator.status import display_name, stamped_condition, status_changed
-from userland.operator.workqueue import WorkQueue
-from userland.platform import naming
-from userland.platform.assignments import Assignment, git_url_prefixes, token_may_go_to
-from userland.platform.coursework import round_time
-from userland.platform.informer import Informer
-from userland.platform.kube import (
+from userland.operator.rules.assignment import memory as assignment_memory
+from userland.operator.rules.assignment import pods as assignment_pods
+from userland.operator.rules.assignment.events import assignment_events
+from userland.operator.rules.assignment.memory import AssignmentMemory, FetchOutcome
+from userland.operator.rules.assignment.plan import Env, Pending, RunAs, WorkerPod, batches, plan_work
+from userland.operator.rules.assignment.status import assignment_status, source_info, source_problems
+from userland.operator.rules.grading.status import merge as merge_grading
+from userland.operator.rules.progress import newest_pod
+from userland.operator.rules.reconcile import DONE, Memory, Result
+from userland.operator.rules.status import display_name, stamped_condition
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import (
     ASSIGNMENTS,
     JSON,
-    NETWORK_POLICIES,
     PODS,
     SECRETS,
     AlreadyExists,
@@ -47,11 +51,14 @@ from userland.platform.kube import (
     KubeError,
     NotFound,
 )
-from userland.platform.logs import ObjectLogger
-from userland.platform.models import Condition, InvalidSpec, Template, Userland, parse_time
-from userland.platform.objects import meta, rfc3339
-from userland.platform.settings import Settings
-from userland.platform.store_client import FetchRefused, StoreClient, StoreError, StoreUnavailable
+from userland.platform.clients.logs import ObjectLogger
+from userland.platform.clients.store_client import FetchRefused, StoreClient, StoreError, StoreUnavailable
+from userland.platform.model import naming
+from userland.platform.model.assignments import Assignment, Source, git_url_prefixes, token_may_go_to
+from userland.platform.model.coursework import round_time, size_words
+from userland.platform.model.models import Condition, InvalidSpec, Template, Userland, parse_time
+from userland.platform.model.objects import meta, rfc3339
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger("userland.operator")
 STATUS_INTERVAL = 2.0
@@ -90,89 +97,99 @@ def run_as(template: Template) -> tuple[RunAs, tuple[JSON, ...]]:
     return found, tolerations
 
 
-# (fingerprint, the source's status entry or None, the problem or None, retry at, delay)
-Fetched = tuple[str, JSON | None, tuple[str, str] | None, float, float]
-
-
 class AssignmentReconciler:
     kind = ASSIGNMENT
 
-    def __init__(self, client: KubeClient, caches: Caches, events: EventRecorder, queue: WorkQueue[Key],
+    def __init__(self, client: KubeClient, caches: Caches, applier: Applier, events: EventRecorder,
                  settings: Settings, metrics: OperatorMetrics, *, store: StoreClient | None,
                  clock: Callable[[], datetime], worker_image: Callable[[], str]) -> None:
         self.client = client
         self.caches = caches
+        self.applier = applier
         self.events = events
-        self.queue = queue
         self.settings = settings
         self.metrics = metrics
         self.store = store
         self.clock = clock
         self.worker_image = worker_image
-        # Per Assignment: the last fetch's outcome (fingerprint, source or problem, retry time,
-        # delay), the last status write (monotonic time), the store's back-off.
-        self.fetched: dict[tuple[str, str], Fetched] = {}
-        self.written: dict[tuple[str, str], float] = {}
-        self.store_delay: dict[tuple[str, str], float] = {}
-        self.seen_copies: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        # Per Assignment (operator/rules/assignment/memory.py); per namespace, the assignments the
+        # store was last told exist (name: uid), so the list is sent again only when it changes.
+        self.memory: Memory[AssignmentMemory] = Memory(assignment_memory.rebuild)
+        # Grading (docs/grading.md): its fair queue is the operator's, across every course.
+        self.grading = None if store is None else Grading(
+            client, caches, applier, settings, store=store, worker_image=worker_image, token=self._token)
 
     @property
     def primary(self) -> Informer:
         return self.caches.assignments
 
-    async def reconcile(self, namespace: str, name: str) -> None:
+    async def reconcile(self, namespace: str, name: str) -> Result:
         obj = self.caches.assignments.get(namespace, name)
-        key = (namespace, name)
+        await self._tell_live(namespace)
         if obj is None:
-            for table in (self.fetched, self.written, self.store_delay, self.seen_copies):
-                table.pop(key, None)  # type: ignore[attr-defined]
             if self.store is not None:
                 self.store.forget(namespace, name)
-            return  # deleted: its Pods and NetworkPolicy go with it (owner references)
+            if self.grading is not None:
+                self.grading.forget(namespace, name)
+            return DONE  # deleted: its Pods and NetworkPolicy go with it (owner references)
+        memory = self.memory.of(obj)
         logger = ObjectLogger(log, namespace, name)
         now = self.clock()
         try:
             assignment = Assignment.from_object(obj)
         except InvalidSpec as err:
             invalid = self._condition_only(obj, "InvalidSpec", str(err), now, phase="Failed")
-            await self._write(obj, invalid, force=True)
-            return
+            return await self._write(obj, memory, invalid, force=True)
         if assignment.deleting:
-            return
+            return DONE
         if self.store is None:
-            await self._write(obj, self._condition_only(
+            return await self._write(obj, memory, self._condition_only(
                 obj, "StoreNotConfigured", "the operator has no assignment store (USERLAND_STORE_SECRET "
                 "is not set): nothing can be handed out or collected", now, phase="Failed"), force=True)
-            return
         envs, missing, problems = self._targets(assignment)
-        source, info, source_problem = await self._source(assignment, logger)
         try:
-            state = await self.store.state(namespace, name)
-            self.store_delay.pop(key, None)
+            await self._tell_members(assignment, envs, memory)
+        except (StoreUnavailable, StoreError):
+            pass  # said by the state's request just below, which fails the same way
+        fetch, look = await self._source(assignment, memory, logger)
+        try:
+            state = await self.store.state(namespace, name, assignment.ref.uid)
+            memory.store_delay = None
         except (StoreUnavailable, StoreError) as err:
-            delay = min(self.store_delay.get(key, STORE_RETRY_FIRST / 2) * 2, STORE_RETRY_MAX)
-            self.store_delay[key] = delay
-            self.queue.add_after((ASSIGNMENT, namespace, name), delay)
+            delay = min((memory.store_delay or STORE_RETRY_FIRST / 2) * 2, STORE_RETRY_MAX)
+            memory.store_delay = delay
             logger.warning("assignment store unavailable", extra={"error": err.message, "retry_in": delay})
-            await self._write(obj, self._condition_only(
+            written = await self._write(obj, memory, self._condition_only(
                 obj, "StoreUnavailable", f"{err.message}: hand-outs and copies wait for it", now))
-            return
-        self._observe_copies(key, state)
+            return look.sooner(Result.again_in(delay)).sooner(written)
+        self._observe_copies(memory, state)
+        source, info, source_problem = fetch.source, fetch.info, fetch.problem
         pods = self._worker_pods(namespace, name)
         plan = plan_work(assignment, envs, source, state, pods, now=now,
-                         lead=self.settings.collect_lead_seconds)
-        await self._ensure_policy(assignment)
+                         lead=self.settings.collect_lead_seconds,
+                         source_failed=source_problem is not None and source_problem[0] != "StoreUnavailable")
+        port = urlsplit(self.settings.store_url).port or 8080
+        await self.applier.network_policy(assignment_pods.worker_policy(
+            assignment, dict(self.settings.store_pod_labels), self.settings.gateway_namespace, port))
         await self._delete(namespace, plan.finished, logger)
         for pending in plan.pending:
             for members in batches(pending, self.settings.assignment_batch):
                 await self._create(assignment, pending, members, info, now, logger)
+        usage = state.get("usage") or {}
         status = assignment_status(assignment, envs, missing, source, info, source_problem, state, plan,
-                                   self._worker_pods(namespace, name), problems + source_problems(info),
-                                   now=now)
-        await self._write(obj, status)
-        if plan.look_again is not None:
-            delay = (plan.look_again - now) / timedelta(seconds=1)
-            self.queue.add_after((ASSIGNMENT, namespace, name), max(delay, 0.0))
+                                   self._worker_pods(namespace, name),
+                                   problems + source_problems(info) + quota_problems(usage), now=now)
+        if usage:
+            status["storage"] = {k: int(usage.get(k) or 0) for k in ("bytes", "quotaBytes", "courseBytes",
+                                                                   "courseQuotaBytes")}
+        if self.grading is not None:
+            grading, graded_look = await self.grading.reconcile(assignment, envs, state, plan.rounds, memory,
+                                                                logger, now)
+            if grading is not None:
+                status = merge_grading(status, grading)
+            look = look.sooner(graded_look)
+        written = await self._write(obj, memory, status)
+        return look.sooner(Result.again_at(plan.look_again, now)).sooner(written)
 
     # ----- read -----
 
@@ -235,55 +252,79 @@ class AssignmentReconciler:
                 deleting=bool(meta(pod).get("deletionTimestamp"))))
         return found
 
-    async def _source(self, assignment: Assignment,
-                      logger: ObjectLogger) -> tuple[Source | None, JSON | None, tuple[str, str] | None]:
-        """The commit to hand out (fetched once per fingerprint), its status entry, or what stops it."""
+    async def _source(self, assignment: Assignment, memory: AssignmentMemory,
+                      logger: ObjectLogger) -> tuple[FetchOutcome, Result]:
+        """The commit to hand out (fetched once per fingerprint: the status or this leader's last
+        fetch has it), or what stops it; and when to try again if it failed."""
         assert self.store is not None
-        key = (assignment.ref.namespace, assignment.name)
         wanted = fingerprint(assignment)
-        recorded = assignment.status.get("source") or {}
-        if recorded.get("fingerprint") == wanted and recorded.get("key") and recorded.get("commit"):
-            return Source(str(recorded["key"]), str(recorded["commit"])), recorded, None
-        known = self.fetched.get(key)
-        if known is not None and known[0] == wanted:
-            _, info, problem, retry_at, _ = known
-            if info is not None:
-                return Source(str(info["key"]), str(info["commit"])), info, None
-            if time.monotonic() < retry_at:
-                # Another requeue may have replaced the one for this retry (the earlier wins).
-                self.queue.add_after((ASSIGNMENT, *key), retry_at - time.monotonic())
-                return None, None, problem
-        delay = known[4] if known is not None and known[0] == wanted else 0.0
+        known = memory.fetch if memory.fetch is not None and memory.fetch.fingerprint == wanted else None
+        if known is not None:
+            if known.info is not None:
+                return known, DONE
+            if time.monotonic() < known.retry_at:
+                return known, Result.again_in(known.retry_at - time.monotonic())
+        delay = known.delay if known is not None else 0.0
         started = time.monotonic()
+        spec = assignment.spec.source
         try:
-            token = await self._token(assignment)
-            spec = assignment.spec.source
+            token = await self._token(assignment, assignment.spec.source)
             fetched = await self.store.fetch(
-                assignment.ref.namespace, assignment.name, url=spec.url, ref=spec.ref, sub_path=spec.sub_path,
+                assignment.ref.namespace, assignment.name, assignment.ref.uid, url=spec.url, ref=spec.ref,
+                sub_path=spec.sub_path,
                 token=token, secret=spec.token_secret.name if spec.token_secret else "")
         except (FetchRefused, _TokenMissing, StoreUnavailable, StoreError) as err:
             reason = err.reason if isinstance(err, FetchRefused | _TokenMissing) else "StoreUnavailable"
-            problem = (reason, err.message)
             # The store not answering (yet: it may be starting) is tried again sooner than a source
             # that cannot be had.
             first = STORE_RETRY_FIRST if reason == "StoreUnavailable" else FETCH_RETRY_FIRST
             delay = min(max(delay * 2, first), FETCH_RETRY_MAX)
-            self.fetched[key] = (wanted, None, problem, time.monotonic() + delay, delay)
-            self.queue.add_after((ASSIGNMENT, *key), delay)
+            memory.fetch = FetchOutcome(wanted, problem=(reason, err.message),
+                                        retry_at=time.monotonic() + delay, delay=delay)
             self.metrics.assignment_fetches.labels(reason).inc()
             logger.info("source not fetched", extra={"reason": reason, "retry_in": delay})
-            return None, None, problem
+            return memory.fetch, Result.again_in(delay)
         self.metrics.assignment_fetches.labels("ok").inc()
         self.metrics.assignment_fetch_seconds.observe(time.monotonic() - started)
         info = source_info(assignment, fetched, wanted)
-        self.fetched[key] = (wanted, info, None, 0.0, 0.0)
+        memory.fetch = FetchOutcome(wanted, info=info)
         logger.info("source fetched", extra={"commit": info["commit"], "files": info["files"]})
-        self.events.record(self.caches.assignments.get(*key) or {}, "Normal", "Fetched",
+        self.events.record(self.caches.assignments.get(assignment.ref.namespace, assignment.name) or {},
+                           "Normal", "Fetched",
                            f"Fetched commit {str(info['commit'])[:12]} of {spec.url} ({info['files']} files)")
-        return Source(str(info["key"]), str(info["commit"])), info, None
+        return memory.fetch, DONE
 
-    async def _token(self, assignment: Assignment) -> str:
-        secret = assignment.spec.source.token_secret
+    async def _tell_members(self, assignment: Assignment, envs: list[Env], memory: AssignmentMemory) -> None:
+        """The store keeps feedback only for these students and zips only their copies."""
+        assert self.store is not None
+        members = sorted((e.template, e.login) for e in envs)
+        if memory.members_told == (assignment.ref.uid, members):
+            return
+        await self.store.members(assignment.ref.namespace, assignment.name, assignment.ref.uid, members)
+        memory.members_told = (assignment.ref.uid, members)
+
+    async def _tell_live(self, namespace: str) -> None:
+        """Tell the store which Assignments of `namespace` exist, when that changed since it was
+        last told (an Assignment deleted, or made again under the same name): the files of the
+        others are removed after the retention (USERLAND_STORE_RETENTION_HOURS). Only from a synced
+        cache: an empty list from a cache still filling would retire every assignment."""
+        if self.store is None or not self.caches.assignments.synced:
+            return
+        live = {meta(o).get("name", ""): meta(o).get("uid", "") for o in self.caches.assignments.items()
+                if meta(o).get("namespace") == namespace and meta(o).get("uid")}
+        if self.memory.namespaces.get(namespace) == live:
+            return
+        try:
+            await self.store.live(namespace, live)
+        except (StoreUnavailable, StoreError) as err:
+            log.warning("assignment store not told which assignments exist", extra={
+                "namespace": namespace, "error": err.message})
+            return  # told with the next reconcile of this namespace
+        self.memory.namespaces[namespace] = live
+
+    async def _token(self, assignment: Assignment, source: Source) -> str:
+        """The token for `source` (the assignment's, or its grader's tests'), when its Secret allows it."""
+        secret = source.token_secret
         if secret is None:
             return ""
         try:
@@ -293,7 +334,7 @@ class AssignmentReconciler:
                                                       "(spec.source.tokenSecret)") from None
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         allowed = str(annotations.get(naming.ANNOTATION_GIT_URLS) or "")
-        url = assignment.spec.source.url
+        url = source.url
         if not token_may_go_to(url, allowed):
             # Checked before the token is read: an Assignment must not be a way to send any Secret of
             # the namespace to a host of its author's choosing (SECURITY.md, "Token exfiltration").
@@ -311,38 +352,16 @@ class AssignmentReconciler:
             raise _TokenMissing("TokenSecretMissing", f"the Secret {secret.name!r} has no key {secret.key!r}")
         return base64.b64decode(value).decode(errors="replace").strip()
 
-    def _observe_copies(self, key: tuple[str, str], state: JSON) -> None:
+    def _observe_copies(self, memory: AssignmentMemory, state: JSON) -> None:
         """Each copy's delay after its moment, once, as a metric (how close to the deadline)."""
-        seen = self.seen_copies.setdefault(key, set())
-        first = not seen
         for round_name, receipts in (state.get("copies") or {}).items():
             for env, receipt in receipts.items():
-                if (round_name, env) in seen:
-                    continue
-                seen.add((round_name, env))
                 taken = parse_time(receipt.get("takenAt"))
-                if taken is not None and not first:
+                if memory.first_sight(round_name, env) and taken is not None:
                     self.metrics.assignment_copy_delay.observe(
                         max(0.0, (taken - round_time(round_name)).total_seconds()))
 
     # ----- write -----
-
-    async def _ensure_policy(self, assignment: Assignment) -> None:
-        port = urlsplit(self.settings.store_url).port or 8080
-        desired = assignment_pods.worker_policy(assignment, dict(self.settings.store_pod_labels),
-                                                self.settings.gateway_namespace, port)
-        namespace, name = assignment.ref.namespace, desired["metadata"]["name"]
-        informer = self.caches.network_policies
-        actual = informer.get(namespace, name)
-        if actual is None:
-            try:
-                informer.put(await self.client.create(NETWORK_POLICIES, namespace, desired))
-                return
-            except AlreadyExists:
-                actual = await self.client.get(NETWORK_POLICIES, namespace, name)
-        if not builders.contains(actual, desired):
-            patched = await self.client.merge_patch(NETWORK_POLICIES, namespace, name, merge_patch(desired))
-            informer.put(patched)
 
     async def _delete(self, namespace: str, names: list[str], logger: ObjectLogger) -> None:
         for name in names:
@@ -384,44 +403,28 @@ class AssignmentReconciler:
             status["phase"] = phase
         return status
 
-    async def _write(self, obj: JSON, status: JSON, *, force: bool = False) -> None:
-        old = obj.get("status") or {}
-        if not status_changed(old, status):
-            return
-        key = (meta(obj).get("namespace", ""), meta(obj).get("name", ""))
-        since = time.monotonic() - self.written.get(key, 0.0)
-        if not force and since < STATUS_INTERVAL:
-            # Coalesced: this reconcile's news go out with the next write, soon.
-            self.queue.add_after((ASSIGNMENT, *key), STATUS_INTERVAL - since)
-            return
-        try:
-            patched = await self.client.merge_patch(ASSIGNMENTS, key[0], key[1], {"status": status},
-                                                    subresource="status")
-        except NotFound:
-            return
-        self.written[key] = time.monotonic()
-        self.caches.assignments.put(patched)
-        for reason, message, kind in _events(old, status):
-            self.events.record(patched, kind, reason, message)
+    async def _write(self, obj: JSON, memory: AssignmentMemory, status: JSON, *,
+                     force: bool = False) -> Result:
+        return await self.applier.status(ASSIGNMENTS, self.caches.assignments, obj, status,
+                                         tell=assignment_events, coalesce=memory, every=STATUS_INTERVAL,
+                                         force=force)
 
 
-class _TokenMissing(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
+_TokenMissing = TokenProblem
 
 
-def _events(old: JSON, new: JSON) -> list[tuple[str, str, str]]:
-    """The story `kubectl describe assignment` tells: the Ready reason changing, said once."""
-    before: JSON = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-    after: JSON = next((c for c in new.get("conditions") or [] if c.get("type") == "Ready"), {})
-    same = (before.get("reason"), before.get("status")) == (after.get("reason"), after.get("status"))
-    if not after or same:
-        return []
-    kind = "Normal" if after.get("status") == "True" or after.get("reason") in (
-        "Scheduled", "Fetching", "HandingOut", "Collecting") else "Warning"
-    return [(str(after.get("reason")), str(after.get("message") or ""), kind)]
+def quota_problems(usage: JSON) -> list[str]:
+    """A quota of the store that is full, in words (for `status.problems`): copies and feedback
+    past it are refused."""
+    found = []
+    for used, quota, what, setting in (("bytes", "quotaBytes", "this assignment", "ASSIGNMENT"),
+                                       ("courseBytes", "courseQuotaBytes", "this course", "COURSE")):
+        have, most = int(usage.get(used) or 0), int(usage.get(quota) or 0)
+        if most and have >= most * 0.95:
+            found.append(f"{what} keeps {size_words(have)} of its {size_words(most)} quota in the "
+                         f"assignment store (USERLAND_STORE_{setting}_QUOTA_MB): copies and feedback "
+                         "past it are refused")
+    return found
 
 
 def own_image(pod: JSON | None) -> str:

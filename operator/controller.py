@@ -7,8 +7,12 @@ parts together:
 
 - operator/indexes.py: the watch caches, their indexes, and which keys a change enqueues;
 - operator/userlands.py and operator/templates.py: the two reconciles (read, decide, write);
-- operator/apply.py: the writes (children, owner conflicts, the storage finalizer, status);
-- operator/status.py, status_events.py, wake.py, sleep.py, builders.py: the pure decisions;
+- operator/apply.py: the writes of every reconcile (children, owner conflicts, the storage
+  finalizer, NetworkPolicies, status and its Events);
+- operator/rules/reconcile.py: the contract every reconcile keeps (its Result, its per-object Memory);
+- operator/rules/status.py, status_events.py, operator/rules/assignment/events.py, wake.py, sleep.py,
+builders.py: the
+  pure decisions;
 - operator/loop.py: the workers, the queue and the resync, shared by every reconciler;
 - operator/assignments.py: the Assignment reconcile (hand out, collect, return feedback, through
   worker Pods and the assignment store), beside the two others.
@@ -21,23 +25,24 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from userland.operator.apply import Applier
-from userland.operator.assignment_census import AssignmentCensus
 from userland.operator.assignments import AssignmentReconciler
-from userland.operator.census import Census
+from userland.operator.capacity import Capacity
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import Caches, Key
 from userland.operator.loop import Loop, Reconciler
-from userland.operator.metrics import AssignmentCollector, OperatorMetrics, StateCollector
-from userland.operator.route_conflicts import RouteConflicts
-from userland.operator.status import DEFAULT_START_TIMEOUT
+from userland.operator.metrics import AssignmentCollector, LectureCollector, OperatorMetrics, StateCollector
+from userland.operator.rules.assignment.census import AssignmentCensus
+from userland.operator.rules.census import Census
+from userland.operator.rules.route_conflicts import RouteConflicts
+from userland.operator.rules.status import DEFAULT_START_TIMEOUT
 from userland.operator.templates import DryRuns, TemplateReconciler
 from userland.operator.userlands import UserlandReconciler
 from userland.operator.workqueue import WorkQueue
-from userland.platform.exposition import PlatformCollector
-from userland.platform.kube import KubeClient
-from userland.platform.routes import platform_host_of
-from userland.platform.settings import Settings
-from userland.platform.store_client import StoreClient
+from userland.platform.clients.exposition import PlatformCollector
+from userland.platform.clients.kube import KubeClient
+from userland.platform.clients.store_client import StoreClient
+from userland.platform.model.routes import platform_host_of
+from userland.platform.model.settings import Settings
 
 
 def utc_now() -> datetime:
@@ -65,7 +70,7 @@ class Controller:
         self.settings = settings
         self.metrics = metrics or OperatorMetrics()
         self.queue: WorkQueue[Key] = WorkQueue()
-        # Colliding routes, decided as the gateway decides (platform/routes.py).
+        # Colliding routes, decided as the gateway decides (platform/model/routes.py).
         self.route_conflicts = RouteConflicts(platform_host_of(settings.public_url))
         self.caches = Caches(client, settings.namespaces, self.queue, self.route_conflicts)
         self.informers = list(self.caches.all)
@@ -73,8 +78,8 @@ class Controller:
         self.applier = Applier(client, self.caches, self.events, settings)
         dry_runs = DryRuns(client, self.caches, self.queue)
         self.userland_reconciler = UserlandReconciler(
-            self.caches, self.applier, self.events, dry_runs, self.queue, settings, clock=clock,
-            start_timeout=start_timeout, metrics=self.metrics)
+            self.caches, self.applier, dry_runs, settings, clock=clock, start_timeout=start_timeout,
+            metrics=self.metrics)
         # Environments by course, Template and phase, kept level with the Userland watch.
         self.census = Census()
         self.caches.userlands.add_handler(self.census.observe)
@@ -85,7 +90,11 @@ class Controller:
             line=line.keys))
         self.metrics.registry.register(PlatformCollector(
             kube=lambda: (client,), informers=lambda: self.informers, labels={"component": "operator"}))
-        self.template_reconciler = TemplateReconciler(self.caches, self.applier, self.events, dry_runs, clock)
+        self.capacity = Capacity(client, self.caches, settings)
+        self.template_reconciler = TemplateReconciler(self.caches, self.applier, dry_runs, clock,
+                                                      capacity=self.capacity)
+        lectures = self.template_reconciler.lectures
+        self.metrics.registry.register(LectureCollector(self.metrics, lambda: list(lectures.items())))
         # The store: given (tests), or the one the settings name when the operator has its secret.
         self.store = store or (StoreClient(settings.store_url, settings.store_secret, "operator")
                                if settings.store_secret else None)
@@ -96,18 +105,12 @@ class Controller:
         self.caches.assignments.add_handler(self.assignment_census.observe)
         self.metrics.registry.register(AssignmentCollector(self.metrics, self.assignment_census))
         self.assignment_reconciler = AssignmentReconciler(
-            client, self.caches, self.events, self.queue, settings, self.metrics, store=self.store,
+            client, self.caches, self.applier, self.events, settings, self.metrics, store=self.store,
             clock=clock, worker_image=lambda: self.worker_image)
         reconcilers: list[Reconciler] = [self.template_reconciler, self.userland_reconciler,
                                          self.assignment_reconciler]
         self.loop = Loop(reconcilers, queue=self.queue, metrics=self.metrics, workers=workers,
                          resync_seconds=resync_seconds)
-
-    async def reconcile_userland(self, namespace: str, name: str) -> None:
-        await self.userland_reconciler.reconcile(namespace, name)
-
-    async def reconcile_template(self, namespace: str, name: str) -> None:
-        await self.template_reconciler.reconcile(namespace, name)
 
     async def close(self) -> None:
         if self._owns_store and self.store is not None:

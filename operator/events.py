@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from userland.platform.events import event_body
-from userland.platform.kube import EVENTS, KubeClient, KubeError
-from userland.platform.objects import rfc3339
+from userland.platform.clients.kube import EVENTS, KubeClient, KubeError
+from userland.platform.model.events import event_body
+from userland.platform.model.objects import rfc3339
 
 log = logging.getLogger(__name__)
 COMPONENT = "userland-operator"

@@ -1,7 +1,7 @@
 """The operator's watch caches, their indexes, and which keys each change puts on the queue.
 
 Every object the operator reads comes from here (no API reads in a reconcile). The indexes
-(platform/informer.py's, as client-go's indexers) answer the questions reconciles and handlers
+(platform/clients/informer.py's, as client-go's indexers) answer the questions reconciles and handlers
 ask: which Userlands use a Template (`BY_TEMPLATE`), which Userlands give one student one
 Template, and that pair's Pods (`BY_PAIR`). Handlers only enqueue keys:
 
@@ -12,6 +12,9 @@ Template, and that pair's Pods (`BY_PAIR`). Handlers only enqueue keys:
   or frees;
 - a Deployment's or Service's change -> its controller owner (a Userland); a PVC's or Pod's
   -> the Userlands of its labels' pair; a NetworkPolicy's -> its Template.
+- capacity (operator/capacity.py): an image puller's (DaemonSet) or the placeholders'
+  (Deployment) change -> their Template; a Userland's status change -> its Template, when that
+  has a schedule (its `LectureReady` counts the environments; debounced).
 - Assignments (operator/assignments.py): an Assignment's change (not its status) -> it; a
   worker Pod's -> its Assignment; a student's environment appearing or going, its volume, or its
   Pod moving to another node -> the Assignments of that Template (`BY_ASSIGNMENT_TEMPLATE`).
@@ -22,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from userland.operator.progress import trim_pod
-from userland.operator.route_conflicts import RouteConflicts
+from userland.operator.rules.progress import trim_pod
+from userland.operator.rules.route_conflicts import RouteConflicts
 from userland.operator.workqueue import WorkQueue
-from userland.platform import naming
-from userland.platform.informer import Informer, drop_managed_fields
-from userland.platform.kube import (
+from userland.platform.clients.informer import Informer, drop_managed_fields
+from userland.platform.clients.kube import (
     ASSIGNMENTS,
+    DAEMONSETS,
     DEPLOYMENTS,
     JSON,
     NETWORK_POLICIES,
@@ -39,8 +42,9 @@ from userland.platform.kube import (
     USERLANDS,
     KubeClient,
 )
-from userland.platform.models import InvalidSpec, UserlandSpec
-from userland.platform.objects import labels_of, meta
+from userland.platform.model import naming
+from userland.platform.model.models import InvalidSpec, UserlandSpec
+from userland.platform.model.objects import labels_of, meta
 
 USERLAND = "Userland"
 TEMPLATE = "Template"
@@ -50,6 +54,7 @@ BY_TEMPLATE = "template"  # (namespace, template) -> Userlands
 BY_PAIR = "pair"  # (namespace, template, user) -> Userlands, or Pods
 BY_ASSIGNMENT_TEMPLATE = "assignment-template"  # (namespace, template) -> Assignments
 BY_ASSIGNMENT = "assignment"  # (namespace, assignment) -> its worker Pods
+BY_CAPACITY = "capacity"  # (namespace, template) -> its image pullers
 # Template status (how many Userlands use it) is written at most this often per Template.
 TEMPLATE_STATUS_DEBOUNCE = 1.0
 
@@ -103,6 +108,11 @@ def worker_of(obj: JSON) -> list[Hashable]:
     return [(meta(obj).get("namespace", ""), name)] if name else []
 
 
+def capacity_of(obj: JSON) -> list[Hashable]:
+    template = labels_of(obj).get(naming.LABEL_CAPACITY_FOR)
+    return [(meta(obj).get("namespace", ""), template)] if template else []
+
+
 def node_of(pod: JSON | None) -> str | None:
     return ((pod or {}).get("spec") or {}).get("nodeName") if pod is not None else None
 
@@ -139,8 +149,13 @@ class Caches:
         self.pods = Informer(client, PODS, namespaces, label_selector=managed, transform=trim_pod)
         # Dozens per course, each with a status of one entry per student: kept compact.
         self.assignments = Informer(client, ASSIGNMENTS, namespaces, compact=True)
+        # The Templates' image pullers (operator/capacity.py): one or two per Template in use.
+        self.daemonsets = Informer(client, DAEMONSETS, namespaces, label_selector=managed,
+                                   transform=drop_managed_fields)
         self.all = (self.templates, self.userlands, self.deployments, self.services, self.pvcs,
-                    self.network_policies, self.pods, self.assignments)
+                    self.network_policies, self.pods, self.assignments, self.daemonsets)
+        self.daemonsets.add_index(BY_CAPACITY, capacity_of)
+        self.daemonsets.add_handler(self._on_owned_child)
         self.assignments.add_index(BY_ASSIGNMENT_TEMPLATE, by_assignment_template)
         self.pods.add_index(BY_ASSIGNMENT, worker_of)
         self.assignments.add_handler(self._on_assignment)
@@ -177,9 +192,6 @@ class Caches:
         for name in self.assignments_of_template(namespace, template):
             self.queue.add((ASSIGNMENT, namespace, name))
 
-    def known_userlands(self) -> int:
-        return len(self.userlands.store)
-
     # ----- handlers: they only enqueue keys -----
 
     def _on_userland(self, old: JSON | None, new: JSON | None) -> None:
@@ -196,7 +208,13 @@ class Caches:
                 for _, other in self.userlands.index_keys(BY_PAIR, pair):
                     self.queue.add((USERLAND, ns, other))
         if old is not None and new is not None and without_status(old) == without_status(new):
-            return  # a status write (usually ours): nothing to reconcile
+            # A status write (usually ours): nothing to reconcile; a scheduled Template counts it.
+            if before == after and (old.get("status") or {}) != (new.get("status") or {}):
+                for pair in after:
+                    assert isinstance(pair, tuple)
+                    if ((self.templates.get(ns, pair[1]) or {}).get("spec") or {}).get("schedule"):
+                        self.queue.add_after((TEMPLATE, ns, pair[1]), TEMPLATE_STATUS_DEBOUNCE)
+            return
         self.queue.add((USERLAND, ns, name))
         for pair in before | after:  # a student who receives assignments appeared, moved or went
             assert isinstance(pair, tuple)
@@ -222,6 +240,8 @@ class Caches:
         owner = controller_owner(obj)
         if owner is not None and owner.get("kind") == USERLAND:
             self.queue.add((USERLAND, meta(obj).get("namespace", ""), str(owner.get("name"))))
+        elif owner is not None and owner.get("kind") == TEMPLATE:  # an image puller, placeholders
+            self.queue.add((TEMPLATE, meta(obj).get("namespace", ""), str(owner.get("name"))))
 
     def _on_labelled_child(self, old: JSON | None, new: JSON | None) -> None:
         """A child found by its labels (a PVC, a Pod): reconcile the Userlands of its pair; a

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from userland.platform.kube import LEASES, KubeClient, KubeError, NotFound
+from userland.platform.clients.kube import LEASES, KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ observed (docs/metrics.md):
 
 An episode ends at Ready, Failed (a failed wake is counted), or when the environment goes to
 sleep, is suspended or deleted. Counters: sleeps and wakes (by cause) and failures (by kind,
-operator/census.py). `longest_waits` gives, per course, how long its longest-waiting
+operator/rules/census.py). `longest_waits` gives, per course, how long its longest-waiting
 environment has waited: what an alert on students waiting reads.
 
 Only the leader reconciles, so only the leader counts. A new leader does not know the episodes
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from userland.operator.census import failure_kind, phase_of
 from userland.operator.metrics import OperatorMetrics
-from userland.operator.wake import WakeDecision
+from userland.operator.rules.census import failure_kind, phase_of
+from userland.operator.rules.wake import WakeDecision
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # namespace, name

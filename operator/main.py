@@ -17,9 +17,9 @@ from userland.operator.assignments import discover_image
 from userland.operator.controller import Controller
 from userland.operator.leader import LeaderElector
 from userland.operator.metrics import OperatorMetrics, health_app
-from userland.platform.kube import KubeClient
-from userland.platform.kubeconfig import KubeConfigError
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import KubeClient
+from userland.platform.clients.kubeconfig import KubeConfigError
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger("userland.operator")
 

@@ -2,10 +2,10 @@
 
 Each metric answers an operator's question (docs/metrics.md says which). Labels are bounded by
 courses (namespaces) and Templates, never by students. What changes with every event is kept
-by the parts that see it (operator/census.py counts environments, operator/lifecycle.py times
+by the parts that see it (operator/rules/census.py counts environments, operator/lifecycle.py times
 them, the wake line knows its length) and read at scrape time by `StateCollector`; the
 Kubernetes client's and the watches' figures come from the platform layer
-(platform/exposition.py). The environment figures are exported by the leader only (a standby
+(platform/clients/exposition.py). The environment figures are exported by the leader only (a standby
 replica's caches hold the same objects: summing both would count every environment twice).
 """
 
@@ -26,10 +26,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from userland.operator.assignment_census import PHASES as ASSIGNMENT_PHASES
-from userland.operator.assignment_census import STATES as ASSIGNMENT_STATES
-from userland.operator.assignment_census import AssignmentCensus
-from userland.operator.census import PHASES
+from userland.operator.rules.assignment.census import PHASES as ASSIGNMENT_PHASES
+from userland.operator.rules.assignment.census import STATES as ASSIGNMENT_STATES
+from userland.operator.rules.assignment.census import AssignmentCensus
+from userland.operator.rules.census import PHASES
 
 # Seconds from a student's new Userland to its environment Ready: a local process in under a
 # second, a cluster's first image pull in minutes (the start timeout is 10 minutes).
@@ -190,6 +190,36 @@ class AssignmentCollector:
         yield phases
         yield students
         yield missing
+
+
+class LectureCollector:
+    """Each scheduled Template's readiness for its next lecture (operator/rules/capacity/), read at
+    scrape time from what the Template's last reconcile decided."""
+
+    def __init__(self, metrics: OperatorMetrics,
+                 lectures: Callable[[], Iterable[tuple[tuple[str, str], Any]]]) -> None:
+        self._metrics = metrics
+        self._lectures = lectures
+
+    def collect(self) -> Iterator[Metric]:
+        ready = GaugeMetricFamily("userland_lecture_ready",
+                                  "1 when the course will be ready for the Template's next lecture (every "
+                                  "environment can start, images on every node, room for all), else 0",
+                                  labels=["course", "template"])
+        starts = GaugeMetricFamily("userland_lecture_next_start_timestamp_seconds",
+                                   "When the Template's next scheduled lecture starts (Unix time)",
+                                   labels=["course", "template"])
+        waiting = GaugeMetricFamily("userland_lecture_environments_without_room",
+                                    "Environments expected at the next lecture that have no room on a node "
+                                    "yet (while room is held before it)", labels=["course", "template"])
+        if self._metrics.is_leader:
+            for (course, template), lecture in sorted(self._lectures(), key=lambda item: item[0]):
+                ready.add_metric([course, template], 1 if lecture.ready else 0)
+                starts.add_metric([course, template], lecture.starts_at.timestamp())
+                waiting.add_metric([course, template], lecture.waiting)
+        yield ready
+        yield starts
+        yield waiting
 
 
 def health_app(

@@ -43,10 +43,6 @@ class GatewayAccessLogger(AbstractAccessLogger):
             "user": request.get(LOGIN_KEY),
         })
 
-    @property
-    def enabled(self) -> bool:
-        return self.logger.isEnabledFor(logging.INFO)
-
 
 class BufferedAccessHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Access lines into a 64 KiB buffer, written out by `flush_now()` (the server calls it a few

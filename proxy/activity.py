@@ -32,18 +32,18 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient, KubeError, NotFound
-from userland.platform.models import Activity, parse_time
-from userland.platform.objects import rfc3339
-from userland.platform.settings import Settings
-from userland.proxy import vscode_frames
+from userland.platform.clients.kube import USERLANDS, KubeClient, KubeError, NotFound
+from userland.platform.model import naming
+from userland.platform.model.keyspace import activity_key, activity_lease_key, wake_key
+from userland.platform.model.models import Activity, parse_time
+from userland.platform.model.objects import rfc3339
+from userland.platform.model.settings import Settings
+from userland.proxy.rules import vscode_frames
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, Userland name)
 WAKE_DEDUP_SECONDS = 10
-REDIS_PREFIX = "userland:activity:"
 
 
 def counts_as_use(method: str, path: str, activity: Activity) -> bool:
@@ -132,7 +132,7 @@ class ActivityTracker:
             self._woken = {k: t for k, t in self._woken.items() if t > now - WAKE_DEDUP_SECONDS}
         if self.redis is not None:
             try:
-                first = await self.redis.set(f"userland:wake:{namespace}/{name}", "1", nx=True,
+                first = await self.redis.set(wake_key(namespace, name), "1", nx=True,
                                              ex=WAKE_DEDUP_SECONDS)
             except Exception as err:
                 log.warning("wake dedup unavailable", extra={"error": str(err)})
@@ -173,8 +173,8 @@ class ActivityTracker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for (ns, name), entry, api_every in due:
                     # The newest use any replica saw: a Lua-free max (GETs below read it back).
-                    pipe.set(f"{REDIS_PREFIX}{ns}/{name}", rfc3339(entry.used), get=True)
-                    pipe.set(f"{REDIS_PREFIX}lease:{ns}/{name}", "1", nx=True, ex=max(1, int(api_every)))
+                    pipe.set(activity_key(ns, name), rfc3339(entry.used), get=True)
+                    pipe.set(activity_lease_key(ns, name), "1", nx=True, ex=max(1, int(api_every)))
                 results = await pipe.execute()
         except Exception as err:
             log.warning("activity not written to Redis", extra={"error": str(err), "environments": len(due)})
@@ -207,7 +207,7 @@ class ActivityTracker:
                         extra={"userland": f"{namespace}/{name}", "error": str(err)})
             if self.redis is not None:
                 with contextlib.suppress(Exception):
-                    await self.redis.delete(f"{REDIS_PREFIX}lease:{namespace}/{name}")
+                    await self.redis.delete(activity_lease_key(namespace, name))
             return False
         self.api_writes += 1
         return True

@@ -4,10 +4,12 @@ Dispatch (a middleware, so it sees every request before the router's choice coun
 on every host: a request whose target is not a path (the absolute form `GET http://host/x`,
 which would otherwise name the host instead of the Host header, `*`, an authority) or that has
 no Host is a 400; a WebSocket upgrade or an unsafe method (anything but GET/HEAD/OPTIONS) whose
-Origin is not the request's own origin is refused with a 403 (auth/origins.py says exactly
+Origin is not the request's own origin is refused with a 403 (auth/rules/origins.py says exactly
 when); a request carrying a platform cookie twice (one planted for a parent domain) is a 400
 page that says how to recover (proxy/repeated_cookies.py). Then, by Host:
-1. the platform's own host (host of USERLAND_PUBLIC_URL): `/auth/...` the auth routes; with
+1. the platform's own host (host of USERLAND_PUBLIC_URL): `/auth/...` the auth routes, `/lti/...`
+   the LTI launch when it is on (auth/lti.py: posts from the LMS's site pass the cross-site check,
+   its pages may be framed); with
    USERLAND_ALLOW_PATH_ROUTES a path-prefix Template route; anything else the web UI
    (USERLAND_WEB_URL), with identity. It never serves an environment otherwise;
 2. a Template host (`ide.example.edu`): a redirect (through the platform's handoff) to the
@@ -40,40 +42,45 @@ import redis.asyncio
 from aiohttp import web
 
 from userland.auth.context import AUTH
+from userland.auth.lti_context import LTI, LtiContext, LtiTarget
+from userland.auth.lti_pages import LTI_PATH_PREFIX, LTI_RESPONSE_HEADERS
 from userland.auth.origin_sessions import OriginSession, OriginSessions
-from userland.auth.origins import (
+from userland.auth.routes import setup_auth
+from userland.auth.rules.origins import (
     CLEAR_COOKIES_PATH,
+    LTI_CROSS_SITE_POSTS,
     OWN_PATH_PREFIX,
     PLATFORM_CLEAR_COOKIES_PATH,
     cookie_names,
     cross_site_refusal,
     split_student_host,
 )
-from userland.auth.routes import setup_auth
 from userland.auth.session_routes import verify
-from userland.platform.addresses import client_address
-from userland.platform.exposition import PlatformCollector
-from userland.platform.grant_store import GrantStore
-from userland.platform.kube import KubeClient
-from userland.platform.redis_pool import anonymous_client, connect_redis
-from userland.platform.routes import platform_host_of
-from userland.platform.sessions import (
+from userland.platform.clients.exposition import PlatformCollector
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import KubeClient
+from userland.platform.clients.redis_pool import anonymous_client, connect_redis
+from userland.platform.clients.sessions import (
     RedisSessionStore,
     Session,
     SessionStore,
     SessionStoreBusy,
     SessionStoreUnavailable,
 )
-from userland.platform.settings import Settings
+from userland.platform.model.addresses import client_address
+from userland.platform.model.routes import platform_host_of
+from userland.platform.model.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, GatewayAccessLogger
 from userland.proxy.activity import ActivityTracker
 from userland.proxy.connections import client_key
-from userland.proxy.gateway import FORWARDED, NOT_READY, UPSTREAM_FAILED, Gateway
+from userland.proxy.gateway import Gateway
+from userland.proxy.lti_courses import ensure_environment, linked_targets
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.origins import OriginEndpoints
 from userland.proxy.pages import OWN_RESPONSE_HEADERS
+from userland.proxy.request_kinds import FORWARDED, NOT_READY, UPSTREAM_FAILED
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import host_namespaces, host_route_for, prefix_route_for, request_host
+from userland.proxy.rules.routing import host_namespaces, host_route_for, prefix_route_for, request_host
 from userland.proxy.session_cache import SESSION_CACHE_TTL, SessionCache, SessionLookup
 from userland.proxy.session_census import SessionCensus
 from userland.proxy.upstream import make_client_session
@@ -124,7 +131,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     metrics = metrics or GatewayMetrics()
     owns_redis = redis_client is None
     # A pool that waits (bounded) when busy, with a bounded share for anonymous requests
-    # (platform/redis_pool.py): a flood of them is never taken for Redis being down.
+    # (platform/clients/redis_pool.py): a flood of them is never taken for Redis being down.
     redis_conn = redis_client or connect_redis(settings.redis_url)
 
     async def redis_lifetime(_: web.Application) -> AsyncIterator[None]:
@@ -154,9 +161,22 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         gateway = holder.get("gateway")
         return () if gateway is None else host_namespaces(host, gateway.routes.routes)
 
+    def lti_setup(lti: LtiContext) -> None:
+        def targets(registration: str, context: str) -> list[LtiTarget]:
+            gateway = holder.get("gateway")
+            return [] if gateway is None else linked_targets(gateway.routes, registration, context)
+
+        async def environment(target: LtiTarget, login: str) -> bool:
+            gateway = holder.get("gateway")
+            if gateway is None:
+                return False
+            return await ensure_environment(gateway.routes, gateway.kube, target, login)
+
+        lti.targets, lti.ensure_environment = targets, environment
+
     # Forward-auth is served by the internal app, never on the public listener.
     auth = setup_auth(app, settings, redis=redis_conn, store=store, template_hosts=template_hosts,
-                      host_namespaces=namespaces_of, forward_auth=False)
+                      host_namespaces=namespaces_of, forward_auth=False, lti_setup=lti_setup)
     metrics.attach(sign_ins=lambda: auth.sign_ins, auth_refusals=lambda: auth.refusals)
     if session_cache_ttl > 0:
         cache = SessionCache(lookup, names.session, ttl=session_cache_ttl, redis_client=redis_conn)
@@ -199,6 +219,8 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         await routes.start()
         flusher = asyncio.create_task(gateway.activity.run())
         grant_watch = asyncio.create_task(gateway.grant_watch.run())
+        # The LTI registrations' watch and the tool's keys (auth/lti.py), beside the routes.
+        lti = asyncio.create_task(app[LTI].run(client)) if LTI in app else None
         try:
             await routes.wait_synced()
             log.info("gateway routing data synced", extra={"templates": len(routes.templates.store)})
@@ -206,7 +228,9 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         finally:
             flusher.cancel()
             grant_watch.cancel()
-            await asyncio.gather(flusher, grant_watch, return_exceptions=True)
+            if lti is not None:
+                lti.cancel()
+            await asyncio.gather(flusher, grant_watch, *([lti] if lti else []), return_exceptions=True)
             # What students did since the last flush is not lost with this replica.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(gateway.activity.flush(everything=True), 5)
@@ -235,17 +259,17 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
     status = 500
     gateway.request_started()
     # Anonymous until a session says otherwise (the session cache lifts it): its Redis work takes
-    # its client's bounded share (platform/redis_pool.py); the address is worked out only then.
+    # its client's bounded share (platform/clients/redis_pool.py); the address is worked out only then.
     anonymous_client(functools.partial(_client_of, request, gateway.settings.trusted_proxies))
     try:
         response = await _dispatch(gateway, request, handler)
         status = response.status
         if not request.get(FORWARDED) and not response.prepared:
-            response.headers.update(OWN_RESPONSE_HEADERS)
+            response.headers.update(_own_headers(gateway, request))
         return response
     except web.HTTPException as exc:
         status = exc.status
-        exc.headers.update(OWN_RESPONSE_HEADERS)
+        exc.headers.update(_own_headers(gateway, request))
         raise
     except SessionStoreBusy:
         status = 429
@@ -263,6 +287,17 @@ async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse
         gateway.metrics.observe(status, time.perf_counter() - started, latency=status != 101, failed=failed)
 
 
+def _is_lti(gateway: Gateway, request: web.Request) -> bool:
+    return request.path.startswith(LTI_PATH_PREFIX) and LTI in request.app \
+        and request_host(request.host) == gateway.public_host
+
+
+def _own_headers(gateway: Gateway, request: web.Request) -> dict[str, str]:
+    """The security headers of what the gateway answers itself; the LTI pages' own (framed by
+    the LMS, one script by hash: auth/lti_pages.py) on the platform host's /lti/."""
+    return LTI_RESPONSE_HEADERS if _is_lti(gateway, request) else OWN_RESPONSE_HEADERS
+
+
 async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) -> web.StreamResponse:
     # The route comes from the Host header only: an absolute-form target (aiohttp would take its
     # host instead), `*` or an authority is no request for an origin server; no Host, nothing
@@ -275,6 +310,10 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
     here = gateway.origin_of(request.host)
     refusal = cross_site_refusal(request.method, request.headers, here,
                                  websocket=is_websocket_upgrade(request))
+    if refusal is not None and request.method == "POST" and request.path in LTI_CROSS_SITE_POSTS \
+            and _is_lti(gateway, request):
+        # The LMS posts these from its own site; a signed id_token and a single-use state stand in.
+        refusal = None
     if refusal is not None:
         gateway.metrics.refused("cross_site")
         log.info("cross-site request refused", extra={"reason": refusal, "path": request.path,
@@ -300,7 +339,7 @@ async def _dispatch(gateway: Gateway, request: web.Request, handler: Handler) ->
             "again.", link_url=clear, link_text="Clear this site's cookies")
     table = gateway.routes.routes
     if host == gateway.public_host:
-        if path.startswith("/auth/"):
+        if path.startswith("/auth/") or _is_lti(gateway, request):
             return await _auth(request, handler)
         if gateway.settings.allow_path_routes:
             route = prefix_route_for(path, table)

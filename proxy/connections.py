@@ -37,7 +37,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.streams import StreamReader
 
-from userland.platform.settings import Settings
+from userland.platform.model.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,10 @@ names the user, and they must match. Without a session there, a navigation goes 
 platform's `/auth/handoff`, which signs the origin in (or shows someone else a 403 page with a
 link to their own). The bare Template host (`ide.example.edu`) serves nothing: it sends the
 student on through the same handoff to their own origin.
+
+Its answers that are not forwarding live beside it: proxy/waiting.py (an environment asleep or
+starting), proxy/help_ended.py (a member of staff whose help grant has ended); what kind of
+request it is and what it marks on one, proxy/request_kinds.py.
 """
 
 from __future__ import annotations
@@ -30,53 +34,44 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-import userland.proxy.decision as decision
+import userland.proxy.rules.decision as decision
 from userland.auth.origin_sessions import OriginSession
-from userland.auth.origins import (
+from userland.auth.rules.origins import (
     PLATFORM_COOKIES,
     cookie_names,
     port_suffix,
     request_origin,
     student_origin,
 )
-from userland.platform import identity, naming
-from userland.platform.grants import Grant
-from userland.platform.kube import KubeClient
-from userland.platform.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
-from userland.platform.settings import Settings
-from userland.platform.storage_words import Storage
+from userland.platform.clients.kube import KubeClient
+from userland.platform.clients.sessions import Session, SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.model import identity, naming
+from userland.platform.model.grants import Grant
+from userland.platform.model.settings import Settings
 from userland.proxy.accesslog import LOGIN_KEY
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts
 from userland.proxy.grant_watch import GrantWatch, LiveGrants
-from userland.proxy.headers import upstream_request_header_list
+from userland.proxy.help_ended import HelpEnded
 from userland.proxy.live import SESSION_DIGEST, LiveConnections, cookie_digest
 from userland.proxy.metrics import GatewayMetrics
 from userland.proxy.pages import Pages
 from userland.proxy.repeated_cookies import RepeatedCookies
+from userland.proxy.request_kinds import FORWARDED, UPSTREAM_FAILED, is_background, wants_html
 from userland.proxy.routes_cache import RoutingCache, UserlandState
-from userland.proxy.routing import TemplateRoute, lost_to, request_host, upstream_url
+from userland.proxy.rules.headers import upstream_request_header_list
+from userland.proxy.rules.routing import TemplateRoute, lost_to, request_host, upstream_url
 from userland.proxy.self_service import self_service
 from userland.proxy.session_cache import SessionLookup
 from userland.proxy.upstream import UpstreamError, UpstreamPool, forward_http, target_url
+from userland.proxy.waiting import Waiting
 from userland.proxy.websocket import (
     WebSocketPair,
     WebSocketQuota,
     forward_websocket,
     is_websocket_upgrade,
-    refuse_websocket,
 )
 
 log = logging.getLogger(__name__)
-
-
-def wants_html(request: web.Request) -> bool:
-    return request.method in ("GET", "HEAD") and "text/html" in request.headers.get("Accept", "")
-
-
-def is_background(request: web.Request) -> bool:
-    """A page's own request from a browser tab (fetch/XHR, not a navigation or a WebSocket):
-    browsers mark those with Sec-Fetch-Mode (cors, same-origin, no-cors)."""
-    return request.headers.get("Sec-Fetch-Mode", "") in ("cors", "same-origin", "no-cors")
 
 
 # A Service routes to its Pod a moment after the Pod is Ready (kube-proxy rewrites its rules
@@ -84,14 +79,6 @@ def is_background(request: web.Request) -> bool:
 # Ready is an environment still starting, so the student gets the starting page (which reloads
 # itself), not "not answering"; later, a refusal is a failure and says so.
 JUST_READY_SECONDS = 30.0
-
-# Set on a request whose response comes from an upstream (it keeps its own headers).
-FORWARDED = web.RequestKey("userland_forwarded", bool)
-# Set when a forwarded request's upstream failed and the gateway answered itself (a 502/504 page),
-# and when it answered the designed 503 of an environment not answering yet: which 5xx are the
-# platform's own failures (proxy/metrics.py `failed`).
-UPSTREAM_FAILED = web.RequestKey("userland_upstream_failed", bool)
-NOT_READY = web.RequestKey("userland_not_ready", bool)
 
 # Worked out on every request otherwise; pure, and a process serves a bounded set of students.
 _service_name = functools.lru_cache(maxsize=8192)(naming.service_name)
@@ -105,12 +92,6 @@ def _env_identity(login: str) -> identity.Identity:
 @functools.lru_cache(maxsize=1024)
 def _staff_identity(login: str, owner: str, course_role: str) -> identity.Identity:
     return identity.for_staff(login, owner, course_role)
-
-
-# What a staff member's browser is asked to drop of a student's origin once their help grant has
-# ended. Not "cookies": Chromium applies it to the whole registrable domain, which would sign
-# them out of the platform too when it shares one; the origin's own cookie is deleted by name.
-HELP_CLEAR_SITE_DATA = '"cache", "storage", "executionContexts"'
 
 
 class Gateway:
@@ -153,6 +134,11 @@ class Gateway:
         self.activity = activity or ActivityTracker(settings, kube, None)
         # Staff connections let in by help grants, closed when their grant ends (grant_watch.py).
         self.grant_watch = GrantWatch(grants, on_close=metrics.help_connections_closed)
+        self.grants = grants
+        # Staff whose help grant has ended (proxy/help_ended.py); environments not answering yet
+        # (proxy/waiting.py).
+        self.help_ended = HelpEnded(settings, self.pages, self.cookie_names, grants, self.handoff_url)
+        self.waiting = Waiting(routes, self.pages, metrics, self.activity)
 
     # -- lifecycle
 
@@ -199,14 +185,6 @@ class Gateway:
     def login_url(self, request: web.Request) -> str:
         original = f"{self.proto}://{request.host}{request.raw_path}"
         return f"{self.settings.public_url}/auth/login?next={quote(original, safe='')}"
-
-    def not_logged_in(self, request: web.Request) -> web.StreamResponse:
-        self.metrics.refused("no_session")
-        if wants_html(request) and not is_websocket_upgrade(request):
-            return web.Response(status=302, headers={"Location": self.login_url(request),
-                                                     "Cache-Control": "no-store"})
-        return web.Response(status=401, text="login required\n",
-                            headers={"Cache-Control": "no-store"})
 
     def handoff_url(self, request: web.Request) -> str:
         """The platform's handoff for this request's origin, coming back to the same path."""
@@ -299,7 +277,7 @@ class Gateway:
     async def handle_template(self, request: web.Request, route: TemplateRoute, *,
                               owner: str | None = None) -> web.StreamResponse:
         """A Template route: on `owner`'s origin (host routes), or on the platform's host
-        (path routes, `owner` None). The decision is proxy/decision.py's; this gathers its
+        (path routes, `owner` None). The decision is proxy/rules/decision.py's; this gathers its
         facts and answers it."""
         websocket = is_websocket_upgrade(request)
         try:
@@ -326,6 +304,10 @@ class Gateway:
                                    background=background, namespace=route.namespace, now=time.time(),
                                    embedded_elsewhere=embedded)
         if not isinstance(admission, decision.Admitted):
+            if admission is decision.Outcome.GRANT_ENDED:
+                assert visitor is not None and owner is not None and isinstance(session, OriginSession)
+                self.metrics.help_request("ended")
+                return await self.help_ended.answer(request, visitor.login, owner, route, session.grant_id)
             return self._refusal(request, admission, route, visitor, owner)
         login = admission.login  # whose environment: the visitor's own, or (staff) the owner's
         grant = admission.staff
@@ -362,11 +344,11 @@ class Gateway:
         if outcome is decision.Outcome.SUSPENDED:
             return self.pages.suspended(name, login, route.storage)
         if outcome is decision.Outcome.NOT_RUNNING:
-            return await self._not_running(request, route, userland, name, login, websocket=websocket)
+            return await self.waiting.not_running(request, route, userland, name, login, websocket=websocket)
         # STARTING: Ready, but its address is not here yet (the watch of its Service lags a
         # moment): still starting, as far as the student can tell.
-        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=False,
-                                     storage=route.storage)
+        return await self.waiting.wait_page(request, userland, name, login, websocket=websocket,
+                                            asleep=False, storage=route.storage)
 
     def _visitor(self, request: web.Request, session: Session | OriginSession) -> decision.Visitor:
         # The session caches hand out the same object for a cookie for up to a second: its
@@ -404,10 +386,6 @@ class Gateway:
             self.metrics.refused("not_yours")
             own = self.own_origin(visitor.login, route.host) + "/"
             return self.pages.not_yours(visitor.login, own, owner)
-        if outcome is decision.Outcome.GRANT_ENDED:
-            assert visitor is not None and owner is not None
-            self.metrics.help_request("ended")
-            return self._help_ended(request, visitor.login, owner, route.namespace)
         if outcome is decision.Outcome.STAFF_EMBEDDED:
             assert visitor is not None
             self.metrics.help_request("embedded")
@@ -417,23 +395,6 @@ class Gateway:
                 "dest": request.headers.get("Sec-Fetch-Dest", "")})
             return self.pages.help_embedded(visitor.login)
         return web.Response(status=401, text="login required\n", headers=no_store)
-
-    def _help_ended(self, request: web.Request, login: str, owner: str, course: str) -> web.StreamResponse:
-        """A member of staff whose help grant has ended: refused, and what their browser keeps of
-        the student's origin is cleared (service workers, caches, storage, other tabs), and its
-        cookie, so nothing of the student's stays behind in a staff member's browser."""
-        if not wants_html(request) or is_websocket_upgrade(request):
-            # A tab's own request: refused, and the browser asked to clear (best effort: a
-            # service worker may stand between); the cookie stays for the page load that follows.
-            return web.Response(status=401, text="help access ended\n", headers={
-                "Cache-Control": "no-store", "Clear-Site-Data": HELP_CLEAR_SITE_DATA})
-        # A page load (top level: browsers honour Clear-Site-Data there): the page that says so,
-        # the origin's data cleared, and its cookie deleted.
-        response = self.pages.help_ended(login, owner, f"{self.settings.public_url}/courses/{course}")
-        response.headers["Clear-Site-Data"] = HELP_CLEAR_SITE_DATA
-        response.del_cookie(self.cookie_names.origin, path="/", secure=self.settings.cookie_secure,
-                            httponly=True, samesite="Lax")
-        return response
 
     def _forward_to_environment(self, request: web.Request, route: TemplateRoute,
                                 userland: UserlandState, base: str, login: str,
@@ -457,47 +418,12 @@ class Gateway:
         on_refused: Callable[[], Awaitable[web.StreamResponse]] | None = None
         if userland.ready_since is not None and time.time() - userland.ready_since < JUST_READY_SECONDS:
             async def on_refused() -> web.StreamResponse:
-                return await self._wait_page(request, userland, name, login, websocket=websocket,
-                                             asleep=False, storage=route.storage)
+                return await self.waiting.wait_page(request, userland, name, login, websocket=websocket,
+                                                    asleep=False, storage=route.storage)
         if grant is not None:
             user = _staff_identity(grant.staff, login, grant.role)
             return self.forward(request, base, user, on_data, on_refused, grant=grant)
         return self.forward(request, base, _env_identity(login), on_data, on_refused)
-
-    async def _not_running(self, request: web.Request, route: TemplateRoute, userland: UserlandState,
-                           name: str, login: str, *, websocket: bool) -> web.StreamResponse:
-        """Its environment is asleep, waking or starting. A WebSocket is closed at once (and
-        wakes nothing: editors reconnect in loops); a page shows how far it has come; a request
-        that is the student using it (not a tab polling) wakes it."""
-        asleep = userland.phase == "Idle"
-        if not websocket:
-            if userland.phase not in ("Idle", "Starting", "Pending"):
-                return self.pages.for_phase(userland.phase, name, login, route.storage)
-            if counts_as_use(request.method, request.path, route.activity):
-                if asleep and await self.activity.wake(userland.namespace, userland.name):
-                    self.metrics.wake_requested(userland.namespace)
-                elif route.idle_timeout_seconds is not None:
-                    # Waiting for it (the waking page's reloads) is using it: a student in a long
-                    # wake line must not fall asleep again before their turn.
-                    self.activity.touch(userland.namespace, userland.name, route.idle_timeout_seconds)
-        return await self._wait_page(request, userland, name, login, websocket=websocket, asleep=asleep,
-                                     storage=route.storage)
-
-    async def _wait_page(self, request: web.Request, userland: UserlandState, name: str, login: str, *,
-                         websocket: bool, asleep: bool, storage: Storage = "unknown") -> web.StreamResponse:
-        """What a request to an environment that is not answering yet gets: a WebSocket is
-        closed at once (4503), a page navigation the waking page (200), anything else a 503."""
-        self.metrics.waiting_answer(userland.namespace)
-        if websocket:
-            return await refuse_websocket(request, f"{name} is not running: reload the page to "
-                                                   f"{'wake' if asleep else 'open'} it")
-        if not wants_html(request):
-            advice = "Open it in the browser to wake it." if asleep else "Try again in a moment."
-            state = "asleep" if asleep else "starting"
-            request[NOT_READY] = True  # a designed answer (Retry-After), not a failure
-            return self.pages.error(503, f"{name} is {state}", advice, retry=True)
-        return self.pages.waking(name, login, steps=userland.progress,
-                                 waking=asleep or userland.reason == "Waking", storage=storage)
 
     def environment_url(self, route: TemplateRoute, login: str) -> str | None:
         """Where `login`'s environment of `route` answers, from the watched Service (None: not

@@ -24,8 +24,8 @@ from typing import Protocol
 
 from aiohttp import web
 
-from userland.platform.grants import Grant
-from userland.platform.redis_pool import cancelling
+from userland.platform.clients.redis_pool import cancelling
+from userland.platform.model.grants import Grant
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,10 @@ CHECK_SECONDS = 2.0
 
 class LiveGrants(Protocol):
     async def which_live(self, grant_ids: list[str]) -> dict[str, bool]: ...
+
+    async def record(self, grant_id: str) -> Grant | None: ...
+
+    async def live_for(self, course: str, student: str, staff: str) -> Grant | None: ...
 
 
 class GrantWatch:

@@ -5,7 +5,7 @@ A WebSocket (a terminal, an IDE's channel) or a long response (the web UI's live
 was checked against its session once, when it opened; without this it kept working after the
 session ended: after sign-out, after an admin ended it, on a cookie that was stolen and then
 revoked. Sessions end through the session store, which publishes the SHA-256 of the ended
-cookie id on the invalidation channel (platform/sessions.py, auth/origin_sessions.py); every
+cookie id on the invalidation channel (platform/clients/sessions.py, auth/origin_sessions.py); every
 gateway replica's session cache hears it (proxy/session_cache.py) and calls `end`, which
 closes the client connection of every request let in with that cookie. The upstream side
 follows: the WebSocket pumps and the streamed body see the client gone and close theirs.
@@ -15,11 +15,10 @@ The session cache marks each request with the digest of the session it let in
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -46,19 +45,9 @@ class LiveConnections:
     def __len__(self) -> int:
         return sum(len(requests) for requests in self._open.values())
 
-    @contextlib.contextmanager
-    def track(self, request: web.Request) -> Iterator[None]:
-        """While the block runs, `request` ends when the session it was let in with does."""
-        digest = self.add(request)
-        try:
-            yield
-        finally:
-            if digest is not None:
-                self.discard(digest, request)
-
     def add(self, request: web.Request) -> str | None:
         """Track `request` (until `discard`); the digest it is tracked under, None when it came
-        with no session. `track` without a generator per request: the gateway's hot path."""
+        with no session. No context manager: no generator per request on the gateway's hot path."""
         digest: str | None = request.get(SESSION_DIGEST)
         if not digest:
             return None

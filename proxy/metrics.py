@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from userland.platform.exposition import PlatformCollector
+from userland.platform.clients.exposition import PlatformCollector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
@@ -124,7 +124,7 @@ class GatewayMetrics:
             "userland_gateway_waiting_answers", "Requests to an environment not answering yet (asleep, "
             "waking, starting): the waking page, or a 503 with Retry-After", ["course", "worker"],
             registry=self.registry)
-        # Help in the lab (proxy/decision.py, proxy/grant_watch.py): requests of staff on a
+        # Help in the lab (proxy/rules/decision.py, proxy/grant_watch.py): requests of staff on a
         # student's origin by outcome (admitted; ended: the grant had ended; embedded: another
         # site's page asked), counted per request as plain numbers like the request counts, and
         # staff connections closed because their grant ended or ran out (rare: a Counter).

@@ -19,8 +19,8 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from userland.auth.origin_sessions import OriginSessions
-from userland.auth.origins import CLEAR_SITE_DATA, HANDOFF_PATH, SIGNED_OUT_PATH, safe_path
-from userland.platform.settings import Settings
+from userland.auth.rules.origins import CLEAR_SITE_DATA, HANDOFF_PATH, SIGNED_OUT_PATH, safe_path
+from userland.platform.model.settings import Settings
 from userland.proxy.pages import Pages
 
 log = logging.getLogger(__name__)

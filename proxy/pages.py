@@ -9,19 +9,41 @@ redirects), never on what an environment or the web UI answers (they set their o
 frames and scripts). The Content-Security-Policy allows no script at all and exactly the two
 stylesheets of the gateway's and the auth pages' base templates, by hash: no inline code can
 run even if something got injected; nothing may frame the pages (clickjacking). The style is the
-shared look of every Userland page (platform/look.py), so these pages look like the web UI.
+shared look of every Userland page (platform/model/look.py), so these pages look like the web UI.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
 from aiohttp import web
 
-from userland.platform import look, storage_words
+from userland.platform.model import look, storage_words
+from userland.platform.model.grants import Grant
 
 RETRY_SECONDS = 5
+
+
+def help_end_words(grant: Grant, owner: str) -> str:
+    """Who ended a help grant and when, for the member of staff it let in: "alice ended your
+    access at 14:19 UTC." (these pages run no script: the time is said in UTC)."""
+    at = datetime.fromtimestamp(grant.until, UTC).strftime("%H:%M UTC")
+    reason = grant.end_reason
+    if reason == "student":
+        return f"{owner} ended your access at {at}."
+    if reason == "done":
+        return f"You left {owner}'s environment at {at}."
+    if reason == "ended" and grant.ended_by:
+        return f"{grant.ended_by} ended your access at {at}."
+    if reason == "staff-removed":
+        return f"Your access ended at {at}: you are no longer staff of the course."
+    if reason == "policy":
+        return f"Your access ended at {at}: the course no longer lets staff open environments unasked."
+    if reason == "course-gone":
+        return f"Your access ended at {at}: the course was removed."
+    return f"Your time to help ran out at {at}."
 # Said by the apps' own error dialogs (JupyterLab's "File Save Error ..."): a student who signs in
 # again in another tab finds this one working again, with nothing lost.
 SIGNED_OUT_MESSAGE = ("You are signed out of Userland. To keep working here, open this address in a new tab "
@@ -29,7 +51,7 @@ SIGNED_OUT_MESSAGE = ("You are signed out of Userland. To keep working here, ope
 
 
 CONTENT_SECURITY_POLICY = (
-    # The gateway's and the sign-in pages' one inline style (platform/look.py), by its hash.
+    # The gateway's and the sign-in pages' one inline style (platform/model/look.py), by its hash.
     f"default-src 'none'; style-src {look.style_hash(look.GATEWAY_STYLE)}; img-src 'self'; "
     "base-uri 'none'; frame-ancestors 'none'"
 )
@@ -47,6 +69,10 @@ OWN_RESPONSE_HEADERS = {
 WAKE_STEPS = (("Scheduled", "Finding a place to run it"), ("ImagePulled", "Getting the software ready"),
               ("ContainerStarted", "Starting it"), ("Ready", "Almost there: opening it"))
 WAKE_REFRESH_SECONDS = 2
+# A first start (not timed by the gateway): the same steps as a wake, measured with `make run` at
+# 8-11 s to a usable app (issue 24; README "make run with the real apps": the app itself answers
+# 1-3 s after its Userland is made, the browser's loading of it comes on top).
+STARTING_WORDS = "Starting usually takes about 10 seconds, longer when many start at once."
 
 
 class Pages:
@@ -88,7 +114,7 @@ class Pages:
                            user=user, refresh=RETRY_SECONDS, headers={"Retry-After": str(RETRY_SECONDS)})
 
     def waking(self, template_name: str, user: str, *, steps: tuple[str, ...], waking: bool,
-               storage: storage_words.Storage = "unknown") -> web.Response:
+               storage: storage_words.Storage = "unknown", expect: str = "") -> web.Response:
         """Asleep, waking or starting: how far it has come, in words. 200, not 503: when a whole
         class arrives at once every student gets this page, and nothing has failed (docs/sleep.md).
         It reloads itself every couple of seconds and then shows the environment itself, at the
@@ -101,7 +127,7 @@ class Pages:
         files = storage_words.for_student("asleep", storage) if waking else ""
         return self.render("waking.html", status=200, title=title, template_name=template_name,
                            user=user, rows=rows, current=current, waking=waking, files=files,
-                           refresh=WAKE_REFRESH_SECONDS)
+                           refresh=WAKE_REFRESH_SECONDS, expect=expect or STARTING_WORDS)
 
     def suspended(self, template_name: str, user: str,
                   storage: storage_words.Storage = "unknown") -> web.Response:
@@ -117,7 +143,7 @@ class Pages:
                            refresh=30, headers={"Retry-After": "30"})
 
     def unreachable(self, template_name: str, user: str) -> web.Response:
-        """Their environment's Template lost its route to another's (platform/routes.py)."""
+        """Their environment's Template lost its route to another's (platform/model/routes.py)."""
         return self.render("cannot_start.html", status=503,
                            title=f"Your {template_name} cannot be opened here right now", user=user,
                            message="Two of your course's apps were given the same address, and the "
@@ -148,12 +174,14 @@ class Pages:
                           "has asked for help.",
                           link_url=own_url, link_text="Open your own environment", user=user)
 
-    def help_ended(self, user: str, owner: str, course_url: str) -> web.Response:
-        """A member of staff whose help grant has ended, on the student's origin."""
+    def help_ended(self, user: str, owner: str, course_url: str, ended: Grant | None = None) -> web.Response:
+        """A member of staff whose help grant has ended, on the student's origin: who ended it
+        and when, from the grant's record (`ended`; None when it cannot be read)."""
+        how = help_end_words(ended, owner) if ended is not None else (
+            f"{owner} or the course's staff ended it, or its time ran out.")
         return self.error(403, f"Your access to {owner}'s environment has ended",
-                          f"{owner} or the course's staff ended it, or its time ran out. What this "
-                          f"browser kept of {owner}'s environment has been cleared. If {owner} still "
-                          "needs help, they can ask again.", link_url=course_url,
+                          f"{how} What this browser kept of {owner}'s environment has been cleared. "
+                          f"If {owner} still needs help, they can ask again.", link_url=course_url,
                           link_text="Back to the course", user=user)
 
     def help_embedded(self, user: str) -> web.Response:

@@ -22,7 +22,7 @@ import logging
 
 from aiohttp import web
 
-from userland.auth.origins import CookieNames, parent_domains, read_names, repeated_cookie
+from userland.auth.rules.origins import CookieNames, parent_domains, read_names, repeated_cookie
 
 log = logging.getLogger(__name__)
 

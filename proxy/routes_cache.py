@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from userland.platform import naming, objects
-from userland.platform.informer import Informer
-from userland.platform.kube import JSON, SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.models import InvalidSpec, Template, parse_time
-from userland.platform.objects import meta
-from userland.platform.routes import conflict_message
-from userland.proxy.routing import RouteTable, TemplateRoute, build_routes
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import JSON, SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming, objects
+from userland.platform.model.models import InvalidSpec, Template, parse_time
+from userland.platform.model.objects import meta
+from userland.platform.model.routes import conflict_message
+from userland.proxy.rules.routing import RouteTable, TemplateRoute, build_routes
+from userland.proxy.rules.wake_times import WakeTimes
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ class RoutingCache:
     def __init__(self, kube: KubeClient, namespaces: Iterable[str] = (), *,
                  platform_host: str | None = None) -> None:
         namespaces = tuple(namespaces)
-        # No Template may take the platform's own host (platform/routes.py).
+        # No Template may take the platform's own host (platform/model/routes.py).
         self.platform_host = platform_host
         self.templates = Informer(kube, TEMPLATES, namespaces, transform=_trim)
         self.userlands = Informer(kube, USERLANDS, namespaces, transform=_trim)
@@ -128,6 +130,8 @@ class RoutingCache:
         self._userlands: dict[tuple[str, str, str], UserlandState] = {}
         self._by_pair: dict[tuple[str, str, str], dict[str, UserlandState]] = {}
         self._services: dict[tuple[str, str], ServiceState] = {}
+        # How long wakes took lately, per Template (the waking page says it: proxy/rules/wake_times.py).
+        self.wake_times = WakeTimes()
         self.templates.add_handler(self._on_template)
         self.userlands.add_handler(self._on_userland)
         self.services.add_handler(self._on_service)
@@ -181,6 +185,14 @@ class RoutingCache:
         self.routes = table
 
     def _on_userland(self, old: JSON | None, new: JSON | None) -> None:
+        before = userland_state(old) if old is not None else None
+        after = userland_state(new) if new is not None else None
+        if after is not None:
+            self.wake_times.seen(after.namespace, after.name, after.template,
+                                 was_idle=before is not None and before.phase == "Idle",
+                                 idle=after.phase == "Idle", ready=after.ready, now=time.time())
+        elif before is not None:
+            self.wake_times.forget(before.namespace, before.name)
         keys = set()
         for obj, present in ((old, False), (new, True)):
             if obj is None or (state := userland_state(obj)) is None:

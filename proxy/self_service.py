@@ -13,11 +13,11 @@ import logging
 
 from aiohttp import web
 
-from userland.platform import naming
-from userland.platform.bodies import userland_body
-from userland.platform.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
+from userland.platform.clients.kube import USERLANDS, AlreadyExists, KubeClient, KubeError
+from userland.platform.model import naming
+from userland.platform.model.bodies import userland_body
 from userland.proxy.pages import Pages
-from userland.proxy.routing import TemplateRoute
+from userland.proxy.rules.routing import TemplateRoute
 
 log = logging.getLogger(__name__)
 

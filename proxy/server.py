@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 
 from aiohttp import web
 
-from userland.platform.addresses import split_listen
-from userland.platform.logs import setup_logging
-from userland.platform.settings import Settings
+from userland.platform.clients.logs import setup_logging
+from userland.platform.model.addresses import split_listen
+from userland.platform.model.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER, BufferedAccessHandler, buffer_access_log
 from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app, create_internal_app
 from userland.proxy.connections import ConnectionLimits, GatewayRunner

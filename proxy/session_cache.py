@@ -5,7 +5,7 @@ was a fifth of the gateway's CPU time. The cache keeps a *found* session for at 
 `SESSION_CACHE_TTL` seconds (1 s) after Redis returned it, keyed by the cookie id, and only
 while it can be sure Redis is there and would say the same. Exactly:
 - it serves entries only while its subscription to the sessions' invalidation channel
-  (`sessions.INVALIDATION_CHANNEL`) is up and answering its pings (every
+  (`keyspace.INVALIDATION_CHANNEL`) is up and answering its pings (every
   `PING_INTERVAL`); when that connection fails, or any session lookup fails, every entry is
   dropped and nothing is served from memory until Redis answers again. So with Redis down
   every protected request gets a 503, cached or not;
@@ -21,7 +21,7 @@ Store errors are never cached. Against floods of made-up cookies (issue 17):
   that is unknown now cannot become valid later);
 - a lookup of a cookie this process has not seen valid within `KNOWN_SECONDS` is anonymous Redis
   work: it takes a slot of its client's bounded share of the Redis connections first
-  (platform/redis_pool.py), so no address, and no number of them, can take the connections the
+  (platform/clients/redis_pool.py), so no address, and no number of them, can take the connections the
   signed-in students' lookups need. A cookie found valid (and the rest of its request) is not
   anonymous work; nor is a known cookie's lookup, so a student whose session this process has
   seen never waits behind a flood from their own address (a campus NAT);
@@ -47,8 +47,9 @@ from typing import Any, Generic, TypeVar
 import redis.asyncio
 from aiohttp import web
 
-from userland.platform.redis_pool import anonymous_client, cancelling
-from userland.platform.sessions import INVALIDATION_CHANNEL, SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.clients.redis_pool import anonymous_client, cancelling
+from userland.platform.clients.sessions import SessionStoreBusy, SessionStoreUnavailable
+from userland.platform.model.keyspace import INVALIDATION_CHANNEL
 from userland.proxy.live import SESSION_DIGEST
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,10 @@ SESSION_CACHE_TTL = 1.0
 NEGATIVE_TTL = 5.0
 # How long after a cookie was last found valid its lookups are not anonymous work.
 KNOWN_SECONDS = 3600.0
-# How often the invalidation subscription is pinged; three missed answers mean Redis is gone.
+# How often the invalidation subscription is pinged (when it is quiet that long); this many pings
+# without an answer, each waited for that long, mean Redis is gone.
 PING_INTERVAL = 0.5
+MISSED_PINGS = 3
 
 
 # How long shutdown waits for the invalidation listener to stop.
@@ -275,12 +278,21 @@ class SessionCache(Generic[S]):
         pubsub: Any = client.pubsub()
         try:
             await pubsub.subscribe(INVALIDATION_CHANNEL)
-            last_answer = self._clock()
+            # Pings sent since Redis last said anything. Counted, not timed since the last answer:
+            # a gateway whose event loop lags (a flood saturating it, a descheduled process) lets
+            # seconds pass between two turns of this loop, and took that for Redis not answering:
+            # the cache went off, and every request asked Redis, under the very flood it was for.
+            unanswered = 0
             while True:
+                if cancelling():
+                    # redis-py swallowed the cancellation it was interrupted with (its read
+                    # returned as if its own timeout had run out) and the loop went on, answered by
+                    # every ping: the gateway's cleanup gave up on it and the event loop's close
+                    # waited for it for ever. The task still says it is being cancelled.
+                    raise asyncio.CancelledError
                 message = await pubsub.get_message(timeout=PING_INTERVAL)
-                now = self._clock()
                 if message is not None:
-                    last_answer = now
+                    unanswered = 0
                     kind = message.get("type")
                     if kind == "subscribe" and not self._subscribed:
                         self._subscribed = True
@@ -289,9 +301,10 @@ class SessionCache(Generic[S]):
                         data = message.get("data")
                         self.invalidate(data.decode() if isinstance(data, bytes) else str(data))
                     continue
-                if now - last_answer > 3 * PING_INTERVAL:
+                if unanswered >= MISSED_PINGS:
                     raise TimeoutError("no answer to pings on the invalidation channel")
                 await pubsub.ping()
+                unanswered += 1
         finally:
             with contextlib.suppress(Exception):
                 await pubsub.aclose()

@@ -1,12 +1,12 @@
 """How many sessions live in Redis: signed-in browsers (platform sessions) and students' origins
 signed in (origin sessions), for /metrics.
 
-Sessions are plain keys with a TTL (platform/sessions.py, auth/origin_sessions.py), so counting
-them means walking the keyspace with SCAN (never KEYS: SCAN returns in small steps and never
-blocks Redis). That costs Redis work in proportion to its keys (about 1 ms per 10,000 here,
-README "Benchmarks"), so it is done at most once per `interval` per gateway process, in the
-background, and only when Prometheus asks: a scrape gets the last count (none before the first)
-and starts a new one when that is older than `interval`. A failed count keeps the previous one.
+Sessions are plain keys with a TTL (platform/model/keyspace.py), so counting them means walking the
+keyspace with SCAN (never KEYS: SCAN returns in small steps and never blocks Redis). That costs
+Redis work in proportion to its keys (about 1 ms per 10,000 here, docs/benchmarks.md), so it is
+done at most once per `interval` per gateway process, in the background, and only when
+Prometheus asks: a scrape gets the last count (none before the first) and starts a new one when
+that is older than `interval`. A failed count keeps the previous one.
 """
 
 from __future__ import annotations
@@ -19,16 +19,13 @@ from collections.abc import Callable
 import redis.asyncio
 import redis.exceptions
 
-from userland.auth.origin_sessions import ORIGIN_PREFIX
-from userland.platform.sessions import SESSION_KEY_PREFIX
+from userland.platform.model.keyspace import ORIGIN_SESSION_PREFIX, SESSION_PREFIX, SESSIONS_PATTERN
 
 log = logging.getLogger(__name__)
 
 COUNT_INTERVAL = 60.0
 # Keys per SCAN step: large steps make few round trips; each step is still a short Redis command.
 SCAN_STEP = 1000
-# Both prefixes share it: one walk counts both kinds.
-_COMMON = "userland:*session:*"
 
 
 class SessionCensus:
@@ -51,11 +48,11 @@ class SessionCensus:
 
     async def count(self) -> tuple[int, int]:
         platform = origin = 0
-        async for key in self.client.scan_iter(match=_COMMON, count=SCAN_STEP):
+        async for key in self.client.scan_iter(match=SESSIONS_PATTERN, count=SCAN_STEP):
             name = key.decode() if isinstance(key, bytes) else str(key)
-            if name.startswith(SESSION_KEY_PREFIX):
+            if name.startswith(SESSION_PREFIX):
                 platform += 1
-            elif name.startswith(ORIGIN_PREFIX):
+            elif name.startswith(ORIGIN_SESSION_PREFIX):
                 origin += 1
         return platform, origin
 

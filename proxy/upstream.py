@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from userland.proxy.headers import CookieNames, client_response_headers, invalid_header
+from userland.proxy.rules.headers import CookieNames, client_response_headers, invalid_header
 from userland.proxy.upstream_client import UpstreamError, UpstreamPool
 
 __all__ = ["UpstreamError", "UpstreamPool", "forward_http", "make_client_session", "target_url"]
@@ -27,8 +27,6 @@ __all__ = ["UpstreamError", "UpstreamPool", "forward_http", "make_client_session
 CHUNK = 256 * 1024
 # Responses up to this size with a Content-Length are read whole, then sent in one write.
 SMALL_BODY = 64 * 1024
-# No Content-Type, User-Agent or Accept-Encoding of aiohttp's own: the client's are passed as-is.
-SKIP_AUTO_HEADERS = ("User-Agent", "Accept-Encoding", "Content-Type", "Accept")
 
 
 def make_client_session(*, limit: int = 0, limit_per_host: int = 0,

@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import WSCloseCode, WSMsgType, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from userland.platform.quota import PerUserQuota
+from userland.platform.model.quota import PerUserQuota
 from userland.proxy.upstream import UpstreamError
 
 # Codes that must not appear in a close frame (RFC 6455 section 7.4.1); what to send instead.
@@ -57,6 +57,20 @@ async def refuse_websocket(request: web.Request, reason: str) -> web.WebSocketRe
     return ws
 
 
+async def refuse_vscode(request: web.Request, frame: bytes) -> web.WebSocketResponse:
+    """Accept a VS Code workbench's (re)connection and refuse it in its own protocol: wait for
+    its first message (the handshake's `auth`, briefly), answer `frame`
+    (proxy/rules/vscode_frames.py `handshake_error`), close. A plain refused upgrade makes it retry in
+    a loop for minutes while the tab looks normal; this makes it stop and offer a reload."""
+    ws = web.WebSocketResponse(protocols=requested_protocols(request)[:1], autoping=False)
+    await ws.prepare(request)
+    with contextlib.suppress(TimeoutError, aiohttp.ClientError, ConnectionError):
+        await ws.receive(timeout=5)
+        await ws.send_bytes(frame)
+    await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"help access ended")
+    return ws
+
+
 def is_websocket_upgrade(request: web.Request) -> bool:
     if request.headers.get("Upgrade", "").lower() != "websocket":
         return False
@@ -73,13 +87,11 @@ def requested_protocols(request: web.Request) -> tuple[str, ...]:
 class WebSocketPair:
     client: web.WebSocketResponse
     upstream: aiohttp.ClientWebSocketResponse
-    going_away: bool = field(default=False)
     # Set as soon as one side's close is being passed to the other: (code, reason).
     closing: tuple[int, bytes] | None = None
 
     async def close_going_away(self) -> None:
         """Close both sides with 1001 (the gateway is shutting down)."""
-        self.going_away = True
         self.closing = self.closing or (int(WSCloseCode.GOING_AWAY), b"gateway shutting down")
         await asyncio.gather(
             self.client.close(code=WSCloseCode.GOING_AWAY, message=b"gateway shutting down"),

@@ -22,9 +22,9 @@ from playwright.async_api import Page, async_playwright  # noqa: E402
 
 from tests.support.real_apps import Local, sign_in_to_the_platform, started_local  # noqa: E402
 from userland.local.gitserver import make_repository  # noqa: E402
-from userland.platform import naming  # noqa: E402
-from userland.platform.kube import ASSIGNMENTS, KubeClient  # noqa: E402
-from userland.platform.objects import rfc3339  # noqa: E402
+from userland.platform.clients.kube import ASSIGNMENTS, KubeClient  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
+from userland.platform.model.objects import rfc3339  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -77,6 +77,38 @@ async def prepare(kube: KubeClient, local: Local) -> None:
     await until(collected)
 
 
+async def broken(kube: KubeClient, local: Local) -> None:
+    """An assignment whose branch does not exist (issue 24: every student says so)."""
+    url = (await kube.get(ASSIGNMENTS, NS, NAME))["spec"]["source"]["url"]
+    await kube.create(ASSIGNMENTS, NS, {
+        "apiVersion": naming.API_VERSION, "kind": "Assignment", "metadata": {"name": "week3"},
+        "spec": {"title": "Week 3: Loops", "templates": ["jupyterlab"], "path": "week3",
+                 "source": {"url": url, "ref": "week-3"}}})
+
+    async def failed() -> bool:
+        students = (await kube.get(ASSIGNMENTS, NS, "week3")).get("status", {}).get("students") or []
+        return bool(students) and all(s.get("state") == "Failed" for s in students)
+    await until(failed)
+
+
+async def past_due_form(page: Page, local: Local) -> None:
+    """The form, asking about a due date in the past."""
+    url = f"{local.public}/courses/{NS}/assignments/new"
+    await page.goto(url)
+    await page.fill("#title", "Week 0: catch-up")
+    await page.get_by_label("JupyterLab").check()
+    await page.fill("#url", local_repository(local))
+    await page.fill("#path", "catch-up")
+    await page.fill("#due", "2020-01-01T09:00")
+    await page.get_by_role("button", name="Create and hand out").click()
+    await page.locator("#form-error").wait_for()
+    await page.locator("#collect_past").scroll_into_view_if_needed()
+
+
+def local_repository(local: Local) -> str:
+    return next(line.split()[1] for line in local.lines if line.strip().startswith("Git "))
+
+
 async def shoot(page: Page, out: Path, name: str) -> None:
     await page.wait_for_timeout(400)
     await page.screenshot(path=str(out / f"{name}.png"), full_page=True)
@@ -89,6 +121,7 @@ async def main(out: Path) -> None:
         async with started_local(Path(tmp), students="alice,bob") as local:
             async with await KubeClient.connect(str(local.state_dir / "kubeconfig")) as kube:
                 await prepare(kube, local)
+                await broken(kube, local)
             async with async_playwright() as playwright:
                 browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 try:
@@ -103,6 +136,10 @@ async def main(out: Path) -> None:
                     await shoot(page, out, "assignment-student")
                     await page.goto(f"{local.public}/courses/{NS}/assignments/new")
                     await shoot(page, out, "assignment-form")
+                    await past_due_form(page, local)
+                    await shoot(page, out, "assignment-form-past-due")
+                    await page.goto(f"{local.public}/courses/{NS}/assignments/week3")
+                    await shoot(page, out, "assignment-broken-repository")
                     alice = await browser.new_context(viewport={"width": 1280, "height": 900},
                                                       timezone_id="Europe/Berlin")
                     page = await sign_in_to_the_platform(alice, f"{local.public}/me", "alice")

@@ -19,8 +19,12 @@ python3 -m venv --help >/dev/null 2>&1 || want+=(python3-venv)
 options=()
 if [[ ${1:-} == node ]]; then
     options=(--no-install-recommends)
+    # docker-registry: bench/capacity_bench.py (and the capacity real-node test, to come) serve
+    # the Templates' images from a registry of their own inside the node (so a pull is a real
+    # pull); its Debian service is not started here (below).
     want=(containerd runc containernetworking-plugins iptables conntrack buildah debootstrap etcd-server
-          golang-go golang-github-modern-go-reflect2-dev rsync jq openssl gcc libc6-dev iproute2 procps)
+          golang-go golang-github-modern-go-reflect2-dev rsync jq openssl gcc libc6-dev iproute2 procps
+          docker-registry)
     lean=()
 fi
 absent() {
@@ -37,7 +41,17 @@ if ((${#missing[@]} + ${#missing_lean[@]})); then
     $SUDO apt-get update -qq
 fi
 if ((${#missing[@]})); then
+    # Packages whose Debian service would start on install (docker-registry on :5000) are
+    # installed without starting it: the tests run their own. policy-rc.d is Debian's way to say
+    # so; one already there is left as it is.
+    policy=""
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        policy=/usr/sbin/policy-rc.d
+        trap '$SUDO rm -f "$policy"' EXIT
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null && $SUDO chmod +x "$policy"
+    fi
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
+    [[ -z $policy ]] || $SUDO rm -f "$policy"
 fi
 if ((${#missing_lean[@]})); then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing_lean[@]}" \

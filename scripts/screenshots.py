@@ -31,8 +31,7 @@ from playwright.async_api import Page, async_playwright  # noqa: E402
 from tests.web.course_support import apply_rbac, render_course  # noqa: E402
 from userland.local.controlplane import ControlPlane, crd_files, free_port  # noqa: E402
 from userland.local.redisserver import redis_server  # noqa: E402
-from userland.platform import naming  # noqa: E402
-from userland.platform.kube import (  # noqa: E402
+from userland.platform.clients.kube import (  # noqa: E402
     EVENTS,
     NAMESPACES,
     TEMPLATES,
@@ -40,7 +39,8 @@ from userland.platform.kube import (  # noqa: E402
     KubeClient,
     Resource,
 )
-from userland.platform.settings import Settings  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
+from userland.platform.model.settings import Settings  # noqa: E402
 from userland.proxy.app import RUNNER_KWARGS  # noqa: E402
 from userland.proxy.app import create_app as create_gateway  # noqa: E402
 from userland.web.app import create_app as create_web  # noqa: E402
@@ -163,8 +163,9 @@ async def shoot(page: Page, out: Path, name: str, *, full: bool = True) -> None:
 
 
 ROSTER = (b"login,name,email,section\nnew-student,New Student,new@uni.example,A\n"
-          b"another-one,Another One,another@uni.example,B\nnot a login!,Typo,,A\nalice,,,\n"
-          b"new-student,Duplicate,,A\n")
+          b"another-one,Another One,another@uni.example,B\nNot A Login!,Typo,,A\nalice,,,\n"
+          b"new-student,Duplicate,,A\n"
+          b"https://github.example/this-is-not-a-github-profile-address/at-all,Long,,B\n")
 
 
 async def drive(url: str, out: Path) -> None:
@@ -193,6 +194,14 @@ async def drive(url: str, out: Path) -> None:
             await teacher.goto(f"{url}/courses/{COURSE}")
             await teacher.click("section.course-wide button[value=remove]")
             await shoot(teacher, out, "confirm-remove-all")
+            # Restarting two ticked environments asks first, naming both.
+            await teacher.goto(f"{url}/courses/{COURSE}?phase=ready")
+            boxes = teacher.locator('input[name="names"][form="bulk"]')
+            await boxes.nth(0).check()
+            await boxes.nth(1).check()
+            await teacher.select_option("#bulk-action", "restart")
+            await teacher.click("button:has-text('Apply to selected')")
+            await shoot(teacher, out, "confirm-restart")
             await teacher.goto(f"{url}/courses/{COURSE}")
             await teacher.locator('tr[data-name="vscode-alan-turing"] button[value=restart]').click()
             # A course-wide run under a filter: the audit log records it.

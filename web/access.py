@@ -4,18 +4,25 @@
 the watch cache when the app has one: `CourseDirectory`, else one API call), refuses anything
 that is not a course with the same 404 page whether the namespace exists or not (no probing
 of namespace names), and refuses a role without the permission with a 403 page.
+
+A namespace that is not a course is remembered as such for `MISS_SECONDS` (`Misses`): one
+student asking 600 times for a made-up course cost 600 namespace GETs, now one every few
+seconds. A course made a moment ago may answer 404 for those few seconds (the watch cache
+usually has it sooner).
 """
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from typing import Protocol
 
 from aiohttp import web
 
-from userland.platform import naming
-from userland.platform.kube import NAMESPACES, NotFound
+from userland.platform.clients.kube import NAMESPACES, NotFound
+from userland.platform.model import naming
 from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
-from userland.web.courses import Action, Course, CourseRole, course_role, may
+from userland.web.rules.courses import Action, Course, CourseRole, course_role, may
 
 
 class CourseDirectory(Protocol):
@@ -25,6 +32,33 @@ class CourseDirectory(Protocol):
 
 
 DIRECTORY = COURSE_DIRECTORY  # WebContext.extras key for a CourseDirectory
+MISSES = "userland.course_misses"  # WebContext.extras key for the Misses
+MISS_SECONDS = 5.0
+
+
+class Misses:
+    """Namespaces known not to be courses, each for `seconds`; at most `most` of them (the
+    oldest forgotten first), so made-up names cannot grow it without bound."""
+
+    def __init__(self, seconds: float = MISS_SECONDS, most: int = 10_000) -> None:
+        self.seconds = seconds
+        self.most = most
+        self._until: OrderedDict[str, float] = OrderedDict()
+
+    def known(self, namespace: str, now: float) -> bool:
+        until = self._until.get(namespace)
+        if until is None:
+            return False
+        if now >= until:
+            del self._until[namespace]
+            return False
+        return True
+
+    def remember(self, namespace: str, now: float) -> None:
+        self._until.pop(namespace, None)
+        self._until[namespace] = now + self.seconds
+        while len(self._until) > self.most:
+            self._until.popitem(last=False)
 
 
 _RAISABLE: dict[int, type[web.HTTPException]] = {
@@ -43,19 +77,27 @@ async def find_course(request: web.Request, namespace: str) -> Course | None:
     ctx = web_context(request)
     if not naming.is_valid_dns_label(namespace):
         return None
-    directory = ctx.extras.get(DIRECTORY)
+    directory: CourseDirectory | None = ctx.extras.get(DIRECTORY)
     if directory is not None:
         course: Course | None = directory.course(namespace)
         if course is not None:
             return course
         # A miss may be a course made a moment ago that the watch has not seen yet: ask once.
+    misses: Misses = ctx.extras.setdefault(MISSES, Misses())
+    now = time.monotonic()
+    if misses.known(namespace, now):
+        return None
     assert ctx.kube is not None
     try:
         obj = await ctx.kube.get(NAMESPACES, None, namespace)
     except NotFound:
+        misses.remember(namespace, now)
         return None
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return Course.from_namespace(obj) if labels.get(naming.LABEL_COURSE) == "true" else None
+    if labels.get(naming.LABEL_COURSE) != "true":
+        misses.remember(namespace, now)
+        return None
+    return Course.from_namespace(obj)
 
 
 async def require_course(request: web.Request, namespace: str, action: Action,

@@ -28,9 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from userland.platform import naming
-from userland.platform.bodies import userland_body
-from userland.platform.kube import (
+from userland.platform.clients.kube import (
     JSON,
     TEMPLATES,
     USERLANDS,
@@ -39,10 +37,12 @@ from userland.platform.kube import (
     KubeError,
     NotFound,
 )
-from userland.platform.objects import rfc3339
-from userland.web import row_status
+from userland.platform.model import naming
+from userland.platform.model.bodies import userland_body
+from userland.platform.model.objects import rfc3339
 from userland.web.audit import record_event
-from userland.web.roster import RosterRow
+from userland.web.rules import row_status
+from userland.web.rules.roster import RosterRow
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class RowResult:
     outcome: Outcome
     detail: str = ""  # words for the teacher (API server message when an error)
     name: str = ""    # the Userland's name (which environment), when known
+    line: int = 0     # the roster's line it came from (adding students; 0 for other actions)
 
     @property
     def ok(self) -> bool:
@@ -143,8 +144,12 @@ async def add_students(kube: KubeClient, namespace: str, templates: Sequence[str
     """
     templates = list(dict.fromkeys(templates))
     if not templates:
-        return [RowResult(row.login, "", "invalid", row.problem or "choose a Template") for row in rows]
-    pairs = [(replace(row, login=row.login.lower()), template) for row in rows for template in templates]
+        return [RowResult(row.login, "", "invalid", row.problem or "choose a Template", line=row.line)
+                for row in rows]
+    # A bad login is shown as it was typed (the teacher looks for it in their list); a good one
+    # is the lowercase login it names.
+    pairs = [(row if row.problem else replace(row, login=row.login.lower()), template)
+             for row in rows for template in templates]
     results: list[RowResult | None] = [None] * len(pairs)
     todo: list[int] = []
     for index, (row, template) in enumerate(pairs):
@@ -178,7 +183,8 @@ async def add_students(kube: KubeClient, namespace: str, templates: Sequence[str
         done = await _bounded(concurrency, [job for _, job in jobs])
         for (index, _), result in zip(jobs, done, strict=True):
             results[index] = result
-    ordered = [r for r in results if r is not None]
+    # Each result names its roster line ("duplicate of line 2" points at a number on the page).
+    ordered = [replace(r, line=pairs[i][0].line) for i, r in enumerate(results) if r is not None]
     _log("add", namespace, actor, ordered)
     return ordered
 

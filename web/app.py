@@ -1,7 +1,7 @@
 """`create_app(settings)`: the web UI as an aiohttp application.
 
 Behind the gateway only: every page request must carry the gateway's signed identity for the
-`web` audience (platform/identity.py); anything else is a 401 page. Middlewares, outermost
+`web` audience (platform/model/identity.py); anything else is a 401 page. Middlewares, outermost
 first:
 0. `measure`: each answer's route, status and time, for /metrics (web/metrics.py; served by the
    internal app, `create_internal_app`, on a listener of its own, never through the gateway);
@@ -27,27 +27,29 @@ import redis.asyncio
 import redis.exceptions
 from aiohttp import web
 
-from userland.platform import identity, look
-from userland.platform.exposition import PlatformCollector
-from userland.platform.kube import KubeClient, KubeError
-from userland.platform.redis_pool import MeasuredRedis
-from userland.platform.settings import Settings
-from userland.platform.store_client import StoreClient
-from userland.web import render, security
+from userland.platform.clients.exposition import PlatformCollector
+from userland.platform.clients.kube import KubeClient, KubeError
+from userland.platform.clients.redis_pool import MeasuredRedis
+from userland.platform.clients.store_client import StoreClient
+from userland.platform.model import identity, look
+from userland.platform.model.settings import Settings
+from userland.web import render
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
-from userland.web.courses import course_role
 from userland.web.help_monitor import HelpMonitor
 from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
-from userland.web.routes_assignment_actions import STORE, setup_assignment_action_routes
-from userland.web.routes_assignments import setup_assignment_routes
+from userland.web.routes_assignment_actions import setup_assignment_action_routes
+from userland.web.routes_assignments import STORE, setup_assignment_routes
 from userland.web.routes_audit import AUDIT, setup_audit_routes
 from userland.web.routes_course import setup_course_routes
+from userland.web.routes_grading import setup_grading_routes
 from userland.web.routes_help import setup_help_routes
 from userland.web.routes_me import setup_me_routes
-from userland.web.selection import MAX_TARGETS
+from userland.web.rules import security
+from userland.web.rules.courses import course_role
+from userland.web.rules.selection import MAX_TARGETS
 from userland.web.state import STATE, ClassState
 
 log = logging.getLogger(__name__)
@@ -225,7 +227,7 @@ async def index(request: web.Request) -> web.StreamResponse:
 
 
 async def look_css(request: web.Request) -> web.Response:
-    """The look every Userland page shares (platform/look.py; the gateway inlines it)."""
+    """The look every Userland page shares (platform/model/look.py; the gateway inlines it)."""
     return web.Response(text=look.CSS, content_type="text/css",
                         headers={"Cache-Control": "public, max-age=300"})
 
@@ -256,6 +258,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_audit_routes(app)
     setup_assignment_routes(app)
     setup_assignment_action_routes(app)
+    setup_grading_routes(app)
     setup_help_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:

@@ -1,8 +1,8 @@
 """The audit trail of what staff did in the web UI: a queryable record in Redis, Events, log lines.
 
 Three records, each for a different reader:
-- `AuditLog` (Redis streams): what the web UI's audit page queries. One stream per course,
-  `userland:audit:<course>`, and one across all courses, `userland:audit`, each capped at about
+- `AuditLog` (Redis streams): what the web UI's audit page queries. One stream per course and
+  one across all courses (platform/model/keyspace.py `audit_stream_key`), each capped at about
   `maxlen` entries (`XADD ... MAXLEN ~`, so trimming stays cheap). `record` also writes every
   entry as a structured log line first, so the log holds it even when Redis is down (then
   `record` raises the Redis error: the app answers 503, and the action, already done, stays in
@@ -34,15 +34,15 @@ from typing import Any
 
 import redis.asyncio
 
-from userland.platform import naming
-from userland.platform.events import event_body as platform_event_body
-from userland.platform.kube import EVENTS, JSON, KubeClient
-from userland.platform.objects import rfc3339
+from userland.platform.clients.kube import EVENTS, JSON, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.events import event_body as platform_event_body
+from userland.platform.model.keyspace import audit_stream_key
+from userland.platform.model.objects import rfc3339
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "userland-web"
-STREAM_PREFIX = "userland:audit"
 ALL_COURSES = ""  # recent(ALL_COURSES): the stream across every course
 MAX_TARGETS = 32  # the audit page shows 12 and "N more"
 MAX_TARGET_CHARS = 60  # "login (Template title)": a 39-character login and a shortened title
@@ -64,10 +64,6 @@ class AuditEntry:
     targets: tuple[str, ...]   # the environments it changed: "bob (VS Code)"
     result: str
     filter: str = ""           # a course-wide run's search and Status filter, in words
-
-
-def stream_key(course: str) -> str:
-    return f"{STREAM_PREFIX}:{course}" if course else STREAM_PREFIX
 
 
 def _short(text: str, limit: int) -> str:
@@ -126,9 +122,9 @@ class AuditLog:
                                  "filter": entry.filter})
         fields: Any = entry_fields(entry)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(stream_key(entry.course), fields, maxlen=self.course_maxlen, approximate=True)
+            pipe.xadd(audit_stream_key(entry.course), fields, maxlen=self.course_maxlen, approximate=True)
             if entry.course != ALL_COURSES:
-                pipe.xadd(stream_key(ALL_COURSES), fields, maxlen=self.all_maxlen, approximate=True)
+                pipe.xadd(audit_stream_key(ALL_COURSES), fields, maxlen=self.all_maxlen, approximate=True)
             await pipe.execute()
 
     async def recent(self, course: str, *, count: int = 100, actor: str | None = None,
@@ -138,7 +134,7 @@ class AuditLog:
         found: list[AuditEntry] = []
         upper = "+"
         page = count if actor is None and action is None else max(count, 500)
-        key = stream_key(course)
+        key = audit_stream_key(course)
         while len(found) < count:
             batch: list[Any] = await self.redis.xrevrange(key, max=upper, min="-", count=page) or []
             for _entry_id, fields in batch:

@@ -9,12 +9,12 @@ import jinja2
 import redis.asyncio
 from aiohttp import web
 
-from userland.platform.identity import Identity
-from userland.platform.kube import KubeClient
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import KubeClient
+from userland.platform.model.identity import Identity
+from userland.platform.model.settings import Settings
 from userland.web import render
-from userland.web.courses import course_role
 from userland.web.metrics import WebMetrics
+from userland.web.rules.courses import course_role
 
 IDENTITY = web.RequestKey("userland_identity", Identity)  # the verified identity
 COURSE_DIRECTORY = "userland.course_directory"  # extras key of the course list (web/access.py DIRECTORY)

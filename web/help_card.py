@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from userland.platform.grant_store import GrantStore
-from userland.web import help as help_view
+from userland.platform.clients.grant_store import GrantStore
 from userland.web.context import WebContext, identity_of, web_context
-from userland.web.courses import Course, CourseRole
-from userland.web.dashboard import StudentRow
 from userland.web.help_queue import HelpQueue
+from userland.web.rules import help as help_view
+from userland.web.rules.courses import Course, CourseRole
+from userland.web.rules.dashboard import StudentRow
 
 HELP = "userland.help"  # WebContext.extras key for HelpServices
 

@@ -1,13 +1,13 @@
 """The web UI's watch over help: live dashboards follow the queue, and grants end when they must.
 
 - Every change of a course's help requests or grants, made by any web UI replica, is announced
-  on HELP_CHANNEL (platform/grants.py); this replica passes it to its notifier (web/notifier.py)
+  on HELP_CHANNEL (platform/model/keyspace.py); this replica passes it to its notifier (web/notifier.py)
   as `HELP_KEY`, so every open class dashboard re-renders its help card within a tick.
 - A sweep (every `SWEEP_SECONDS`, and at once for a course whose namespace changes) ends the
-  grants a course no longer allows (web/courses.py `grant_still_allowed`): a member of staff
+  grants a course no longer allows (web/rules/courses.py `grant_still_allowed`): a member of staff
   removed from the course (or from the team it names), a course removed, a grant made without a
   request after the course stopped allowing that. It also records the grants whose time ran
-  out (each claimed by exactly one replica: platform/grant_store.py `claim_expired`).
+  out (each claimed by exactly one replica: platform/clients/grant_store.py `claim_expired`).
   Ending is immediate for the gateways (they hear it on the sessions' invalidation channel);
   the sweep is what notices that it is due. A course's namespace change reaches the web UI's
   watch within a moment, so a removed assistant loses access within about a second.
@@ -23,14 +23,15 @@ from typing import Any
 
 import redis.asyncio
 
-from userland.platform.grant_store import GrantStore
-from userland.platform.grants import HELP_CHANNEL, Grant
-from userland.platform.kube import KubeClient
-from userland.platform.redis_pool import cancelling
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import KubeClient
+from userland.platform.clients.redis_pool import cancelling
+from userland.platform.model.grants import Grant
+from userland.platform.model.keyspace import HELP_CHANNEL
 from userland.web.audit import AuditLog
-from userland.web.courses import grant_still_allowed
 from userland.web.help_records import SYSTEM_ACTOR, record_grant
 from userland.web.metrics import WebMetrics
+from userland.web.rules.courses import grant_still_allowed
 from userland.web.state import ClassState
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
 """Students' requests for help, per course, in Redis (every web UI replica sees the same queue).
 
-One open request per student per course: a sorted set per course (`userland:help:<course>`,
-student -> when they asked) and the request itself (`userland:help-request:<course>:<student>`,
-JSON: message and time), which expires after `REQUEST_TTL_SECONDS` (a request nobody answered
-by the end of the day goes away by itself; the set entry is dropped when it is next read).
+One open request per student per course: a sorted set per course (student -> when they asked)
+and the request itself (JSON: message and time; both keys: platform/model/keyspace.py), which
+expires after `REQUEST_TTL_SECONDS` (a request nobody answered by the end of the day goes away
+by itself; the set entry is dropped when it is next read).
 Asking again while a request is open keeps its place in the queue and takes the new message.
 A student may ask (or ask again) at most `ASKS_PER_WINDOW` times per `ASK_WINDOW_SECONDS`
 per course, so a script cannot churn a course's queue and every dashboard watching it; a member
@@ -11,7 +11,7 @@ of staff may join at most `JOINS_PER_WINDOW` times per `JOIN_WINDOW_SECONDS` per
 (`count_join`), so Join and Done in a loop cannot flood the API server with the grants' Events.
 Taking a request (a member of staff joins) and cancelling it are one atomic step each: when two
 members of staff press Join at once, exactly one of them takes it.
-Every change is announced on platform/grants.py's HELP_CHANNEL (the course's name) for the
+Every change is announced on platform/model/keyspace.py's HELP_CHANNEL (the course's name) for the
 live dashboards of every replica.
 """
 
@@ -23,20 +23,23 @@ from typing import Any
 
 import redis.asyncio
 
-from userland.platform import naming
-from userland.platform.grants import HELP_CHANNEL, MESSAGE_MAX, clean_message
-from userland.web.help import HelpRequest
+from userland.platform.model import naming
+from userland.platform.model.grants import MESSAGE_MAX, clean_message
+from userland.platform.model.keyspace import (
+    HELP_CHANNEL,
+    help_asks_key,
+    help_joins_key,
+    help_queue_key,
+    help_request_key,
+)
+from userland.web.rules.help import HelpRequest
 
-QUEUE_PREFIX = "userland:help:"
-REQUEST_PREFIX = "userland:help-request:"
-ASKS_PREFIX = "userland:help-asks:"
 REQUEST_TTL_SECONDS = 12 * 3600
 ASKS_PER_WINDOW = 20
 ASK_WINDOW_SECONDS = 600
 # Grants one member of staff may make in a course per window (Join, or Open as staff): more than
 # a lab's helper gets through, few enough that Join and Done in a loop cannot flood the API
 # server with the grants' Events (two per environment per round) or the audit log.
-JOINS_PREFIX = "userland:help-joins:"
 JOINS_PER_WINDOW = 20
 JOIN_WINDOW_SECONDS = 600
 
@@ -79,14 +82,6 @@ return 1
 """
 
 
-def queue_key(course: str) -> str:
-    return QUEUE_PREFIX + course
-
-
-def request_key(course: str, student: str) -> str:
-    return f"{REQUEST_PREFIX}{course}:{student}"
-
-
 class TooManyAsks(Exception):
     """The student asked (or asked again) more often than a person would."""
 
@@ -115,8 +110,8 @@ class HelpQueue:
         """Open a request (True), or update the open one's message (False); TooManyAsks."""
         asked = time.time() if now is None else now
         record = json.dumps({"message": clean_message(message), "asked": asked})
-        done = await self._ask(keys=[queue_key(course), request_key(course, student),
-                                     f"{ASKS_PREFIX}{course}:{student}"],
+        done = await self._ask(keys=[help_queue_key(course), help_request_key(course, student),
+                                     help_asks_key(course, student)],
                                args=[student, asked, record, REQUEST_TTL_SECONDS, ASKS_PER_WINDOW,
                                      ASK_WINDOW_SECONDS])
         if int(done) < 0:
@@ -127,7 +122,8 @@ class HelpQueue:
     async def take(self, course: str, student: str) -> HelpRequest | None:
         """Remove the student's open request and return it (None: there was none); cancelling
         and a member of staff joining both take it."""
-        raw = await self._take(keys=[queue_key(course), request_key(course, student)], args=[student])
+        raw = await self._take(keys=[help_queue_key(course), help_request_key(course, student)],
+                               args=[student])
         if not raw:
             return None
         await self.redis.publish(HELP_CHANNEL, course)
@@ -135,23 +131,23 @@ class HelpQueue:
 
     async def count_join(self, course: str, staff: str) -> None:
         """Count a member of staff's join in the course; TooManyJoins past JOINS_PER_WINDOW."""
-        allowed = await self._join(keys=[f"{JOINS_PREFIX}{course}:{staff}"],
+        allowed = await self._join(keys=[help_joins_key(course, staff)],
                                    args=[JOINS_PER_WINDOW, JOIN_WINDOW_SECONDS])
         if not int(allowed):
             raise TooManyJoins
 
     async def get(self, course: str, student: str) -> HelpRequest | None:
-        raw = await self.redis.get(request_key(course, student))
+        raw = await self.redis.get(help_request_key(course, student))
         return None if raw is None else _decode(course, student, raw)
 
     async def waiting(self, course: str) -> list[HelpRequest]:
         """The course's open requests, oldest first."""
-        entries = await self.redis.zrange(queue_key(course), 0, -1)
+        entries = await self.redis.zrange(help_queue_key(course), 0, -1)
         students = [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
         students = [s for s in students if naming.is_valid_login(s)]
         if not students:
             return []
-        raws = await self.redis.mget([request_key(course, s) for s in students])
+        raws = await self.redis.mget([help_request_key(course, s) for s in students])
         found, gone = [], []
         for student, raw in zip(students, raws, strict=True):
             request = None if raw is None else _decode(course, student, raw)
@@ -160,5 +156,5 @@ class HelpQueue:
             else:
                 found.append(request)
         if gone:  # expired requests: their place in the queue goes too
-            await self.redis.zrem(queue_key(course), *gone)
+            await self.redis.zrem(help_queue_key(course), *gone)
         return sorted(found, key=lambda r: (r.asked, r.student))

@@ -15,11 +15,11 @@ import time
 
 import redis.exceptions
 
-from userland.platform.grants import Grant
-from userland.platform.kube import USERLANDS, KubeClient, KubeError
+from userland.platform.clients.kube import USERLANDS, KubeClient, KubeError
+from userland.platform.model.grants import Grant
 from userland.web.audit import AuditEntry, AuditLog, record_event
-from userland.web.dashboard import StudentRow
-from userland.web.help import END_WORDS, clock, day
+from userland.web.rules.dashboard import StudentRow
+from userland.web.rules.help import END_WORDS, clock, day
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ def ended_words(grant: Grant) -> str:
     how = END_WORDS.get(grant.end_reason, "ended")
     named = grant.ended_by and grant.end_reason in ("done", "student", "ended")
     by = f" by {grant.ended_by}" if named else ""
+    if named and grant.end_reason == "student":
+        how, by = f"ended by {grant.ended_by}", ", the student"  # not "by the student by alice"
     until = grant.until
     return (f"{grant.staff} ({grant.role}) no longer has access to {grant.student}'s environments "
             f"({how}{by}, {clock(grant.started)}-{clock(until)})")

@@ -19,8 +19,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from userland.platform.exposition import histogram_family
-from userland.platform.telemetry import PlainHistogram
+from userland.platform.clients.exposition import histogram_family
+from userland.platform.model.telemetry import PlainHistogram
 
 # Seconds to render a page: from the watch cache, milliseconds (README "Benchmarks"); a roster
 # upload of 500 students a few seconds.

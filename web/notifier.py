@@ -12,20 +12,24 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator
 
-from userland.platform.quota import PerUserQuota
+from userland.platform.model.quota import PerUserQuota
 
 EVERYTHING = "*"
 
 
 class Subscription:
-    def __init__(self, course: str) -> None:
+    def __init__(self, course: str, *more: str) -> None:
         self.course = course
+        self.channels = (course, *more)
         self.keys: set[str] = set()
+        # Which channels the keys came from (a student's /me listens on several courses).
+        self.heard: set[str] = set()
         self._ready = asyncio.Event()
         self.closed = False
 
-    def push(self, keys: set[str]) -> None:
+    def push(self, keys: set[str], channel: str = "") -> None:
         self.keys |= keys
+        self.heard.add(channel or self.course)
         self._ready.set()
 
     def close(self) -> None:
@@ -42,6 +46,11 @@ class Subscription:
             return None
         keys, self.keys = self.keys, set()
         return keys
+
+    def take_heard(self) -> set[str]:
+        """The channels heard from since the last call (read after `next`)."""
+        heard, self.heard = self.heard, set()
+        return heard
 
 
 UserQuota = PerUserQuota  # live streams per user in this web UI process
@@ -62,25 +71,28 @@ class Notifier:
         self._wake.set()
 
     @contextlib.contextmanager
-    def subscribe(self, course: str) -> Iterator[Subscription]:
-        sub = Subscription(course)
-        self._subscribers.setdefault(course, set()).add(sub)
+    def subscribe(self, course: str, *more: str) -> Iterator[Subscription]:
+        """Notices of `course` (and of the `more` channels: one subscription for all of them)."""
+        sub = Subscription(course, *more)
+        for channel in sub.channels:
+            self._subscribers.setdefault(channel, set()).add(sub)
         try:
             yield sub
         finally:
-            subs = self._subscribers.get(course)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self._subscribers[course]
-                    self._pending.pop(course, None)
+            for channel in sub.channels:
+                subs = self._subscribers.get(channel)
+                if subs is not None:
+                    subs.discard(sub)
+                    if not subs:
+                        del self._subscribers[channel]
+                        self._pending.pop(channel, None)
 
     def subscribers(self, course: str) -> int:
         return len(self._subscribers.get(course, ()))
 
     def streams(self) -> int:
         """Subscriptions open in every course (the live streams, for /metrics)."""
-        return sum(len(subs) for subs in self._subscribers.values())
+        return len({id(sub) for subs in self._subscribers.values() for sub in subs})
 
     def close_all(self) -> None:
         """Shutdown: every stream ends cleanly."""
@@ -95,7 +107,7 @@ class Notifier:
                 continue
             self.ticks_sent += 1
             for sub in self._subscribers.get(course, ()):
-                sub.push(keys)
+                sub.push(keys, course)
 
     async def run(self) -> None:
         """Deliver pending notices, at most one per tick, until cancelled.

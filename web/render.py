@@ -13,8 +13,8 @@ import jinja2
 import markupsafe
 from aiohttp import web
 
-from userland.platform.identity import Identity
-from userland.web import security
+from userland.platform.model.identity import Identity
+from userland.web.rules import security
 
 
 def make_environment() -> jinja2.Environment:

@@ -1,10 +1,10 @@
 """Pages that change a course: add students (one, pasted, CSV) and act on environments.
 
-- GET/POST /courses/{ns}/add: the form, then per-row results (web/roster.py parses,
+- GET/POST /courses/{ns}/add: the form, then per-row results (web/rules/roster.py parses,
   web/actions.py writes). Instructors and admins only.
 - POST /courses/{ns}/actions: start, restart, suspend, resume, remove, for named Userlands
   or the whole course (the dashboard's search and Status filter: exactly the environments it
-  lists, web/selection.py). Every course-wide run, remove, suspending more than one, and
+  lists, web/rules/selection.py). Every course-wide run, remove, suspending more than one, and
   starting a suspended one first show a confirmation page (what happens to each, and to the
   files); removing a whole course needs its name typed; resuming what staff suspended is a
   box the instructor ticks there. Named environments of more than one student need the
@@ -26,13 +26,14 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from userland.platform.kube import TEMPLATES, USERLANDS
-from userland.web import actions, dashboard, roster, row_status, selection
+from userland.platform.clients.kube import TEMPLATES, USERLANDS
+from userland.web import actions
 from userland.web.access import require_course
 from userland.web.context import WebContext, identity_of, web_context
-from userland.web.courses import Course, CourseRole, may
 from userland.web.routes_audit import record_action
 from userland.web.routes_course import course_watch
+from userland.web.rules import dashboard, roster, row_status, selection
+from userland.web.rules.courses import Course, CourseRole, may
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def _result_rows(results: Sequence[actions.RowResult], templates: Mapping[str, J
     rows = []
     for r in results:
         spec = (templates.get(r.template) or {}).get("spec") or {}
-        rows.append({"login": r.login, "template": str(spec.get("displayName") or r.template),
+        rows.append({"login": r.login, "line": r.line, "template": str(spec.get("displayName") or r.template),
                      "outcome": r.outcome, "words": selection.OUTCOME_WORDS.get(r.outcome, r.outcome),
                      "detail": r.detail, "ok": r.ok})
     return rows

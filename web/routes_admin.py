@@ -17,12 +17,19 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from userland.platform import naming
-from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient, NotFound, PermanentError
-from userland.web import row_status
+from userland.platform.clients.kube import (
+    NAMESPACES,
+    TEMPLATES,
+    USERLANDS,
+    KubeClient,
+    NotFound,
+    PermanentError,
+)
+from userland.platform.model import naming
 from userland.web.access import Refused
 from userland.web.context import identity_of, web_context
-from userland.web.courses import Course
+from userland.web.rules import row_status
+from userland.web.rules.courses import Course
 
 JSON = dict[str, Any]
 BINDINGS_PATH = "/auth/admin/bindings/"  # served by the gateway (auth/routes.py)
@@ -113,8 +120,14 @@ async def admin_page(request: web.Request) -> web.StreamResponse:
     totals = {"courses": len(summaries), "students": sum(s.students for s in summaries),
               "environments": sum(s.environments for s in summaries),
               "ready": sum(s.ready for s in summaries)}
+    admins = sorted(ctx.settings.admins)
+    who = identity_of(request)
+    # The viewer is an admin by their signed sign-in (a team, or the gateway's own list): never
+    # "none" to an admin reading the page.
+    if who.login.lower() not in {a.lower() for a in admins}:
+        admins.append(f"{who.login} (you)")
     return ctx.page(request, "admin.html", title="Admin", summaries=summaries, totals=totals,
-                    admins=sorted(ctx.settings.admins), instructors=sorted(ctx.settings.instructors))
+                    admins=admins, instructors=sorted(ctx.settings.instructors))
 
 
 async def admin_templates(request: web.Request) -> web.StreamResponse:

@@ -4,7 +4,7 @@
 - POST .../students/<login>/extend and .../grade: a student's own deadline; their grade and comment;
 - POST .../feedback and .../students/<login>/feedback: feedback files, streamed to the store as they
   arrive (a zip with a folder per login, or one student's file); the form's CSRF token is its first
-  field, checked before a byte of the file is read (web/security.py `STREAMED_UPLOADS`);
+  field, checked before a byte of the file is read (web/rules/security.py `STREAMED_UPLOADS`);
 - GET .../collected.zip and .../students/<login>/collected.zip: students' copies, streamed from
   the store (never held here); GET .../grades.csv.
 
@@ -24,26 +24,25 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from userland.platform import naming
-from userland.platform.assignments import COMMENT_MAX, GRADE_MAX
-from userland.platform.coursework import size_words
-from userland.platform.kube import ASSIGNMENTS, NotFound
-from userland.platform.objects import rfc3339
-from userland.platform.store_client import StoreClient, StoreError, StoreUnavailable
-from userland.web import assignments as views
-from userland.web import security
+from userland.platform.clients.kube import ASSIGNMENTS, NotFound
+from userland.platform.clients.store_client import StoreClient, StoreError, StoreUnavailable
+from userland.platform.model import naming
+from userland.platform.model.assignments import COMMENT_MAX, GRADE_MAX
+from userland.platform.model.coursework import size_words
+from userland.platform.model.objects import rfc3339
 from userland.web.access import Refused, require_course
 from userland.web.context import identity_of, web_context
-from userland.web.courses import Course, may
-from userland.web.routes_assignments import assignment_or_404, templates_of
+from userland.web.routes_assignments import STORE, assignment_or_404, templates_of
 from userland.web.routes_audit import record_action
 from userland.web.routes_course import course_watch
+from userland.web.rules import assignments as views
+from userland.web.rules import security
+from userland.web.rules.courses import Course, may
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
-STORE = "userland.store_client"  # WebContext.extras key for the StoreClient
 CHUNK = 256 * 1024
-ACTIONS = ("handout", "collect", "return", "stop_return", "delete")
+ACTIONS = ("handout", "collect", "return", "stop_return", "delete", "regrade")
 
 
 def store_client(request: web.Request) -> StoreClient:
@@ -102,6 +101,10 @@ async def action(request: web.Request) -> web.StreamResponse:
         await _patch(request, course, name, {**_annotate(naming.ANNOTATION_FEEDBACK_AT),
                                              "spec": {"returnFeedback": True}})
         result = "returning feedback"
+    elif chosen == "regrade":
+        # Every copy graded again, with the tests fetched again (docs/grading.md).
+        await _patch(request, course, name, _annotate(naming.ANNOTATION_REGRADE))
+        result = "regrading every copy"
     elif chosen == "stop_return":
         await _patch(request, course, name, {"spec": {"returnFeedback": False}})
         result = "no more feedback returned"
@@ -209,12 +212,15 @@ async def upload_feedback(request: web.Request) -> web.StreamResponse:
     part = await _file_part(request)
     await ctx.redis.ping()
     try:
-        answer = await store.put_feedback(course.namespace, name, _chunks(part), login=login,
+        answer = await store.put_feedback(course.namespace, name, str(obj["metadata"].get("uid") or ""),
+                                          _chunks(part), login=login,
                                           name=part.filename or "")
     except StoreUnavailable:
         return ctx.error(request, 503, "The assignment store is not answering",
                          "Nothing was uploaded. Try again in a moment; if this lasts, tell your admin.")
     except StoreError as err:
+        if err.status in (413, 507):  # a quota or the store's disk is full: said in the store's words
+            return ctx.error(request, err.status, "No room for this feedback", err.message)
         return ctx.error(request, 400, "That file cannot be used", f"{err.message} Nothing was uploaded.")
     await _patch(request, course, name, _annotate(naming.ANNOTATION_FEEDBACK_AT))
     students = sorted(answer.get("students") or {})
@@ -250,7 +256,8 @@ async def download(request: web.Request) -> web.StreamResponse:
     await ctx.redis.ping()
     several = len((obj.get("spec") or {}).get("templates") or []) > 1
     try:
-        upstream = await store.open_zip(course.namespace, name, login=login, nested=several)
+        upstream = await store.open_zip(course.namespace, name, str(obj["metadata"].get("uid") or ""),
+                                        login=login, nested=several)
     except StoreUnavailable:
         return ctx.error(request, 503, "The assignment store is not answering",
                          "Try again in a moment; if this lasts, tell your admin.")

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from userland.platform import naming
-from userland.platform.coursework import size_words
-from userland.platform.kube import ASSIGNMENTS, AlreadyExists, Invalid
-from userland.web import assignments as views
-from userland.web import security
+from userland.platform.clients.kube import ASSIGNMENTS, AlreadyExists, Invalid
+from userland.platform.clients.store_client import StoreClient, StoreError
+from userland.platform.model import naming
+from userland.platform.model.coursework import size_words
+from userland.platform.model.keyspace import repository_checks_key
 from userland.web.access import Refused, require_course
 from userland.web.context import WebContext, identity_of, web_context
-from userland.web.courses import Course, CourseRole, course_role, may
 from userland.web.routes_audit import record_action
 from userland.web.routes_course import (
     HEARTBEAT_SECONDS,
@@ -31,10 +31,24 @@ from userland.web.routes_course import (
     course_watch,
     stream_quota,
 )
+from userland.web.rules import assignments as views
+from userland.web.rules import security
+from userland.web.rules.courses import Course, CourseRole, course_role, may
 from userland.web.state import CourseWatch, assignments_channel
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
+STORE = "userland.store_client"  # WebContext.extras key for the StoreClient
+# Repository checks a member of staff may ask of the store in a window: a teacher fixing a typo
+# needs a few; a loop of them would hold the store's check slots for every course (SECURITY.md).
+CHECKS_PER_WINDOW = 20
+CHECK_WINDOW_SECONDS = 600
+# KEYS: the staff member's check counter. ARGV: window. Returns the count in this window.
+_COUNT = """
+local checks = redis.call('INCR', KEYS[1])
+if checks == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return checks
+"""
 
 
 def templates_of(watch: CourseWatch) -> dict[str, JSON]:
@@ -77,11 +91,40 @@ async def list_page(request: web.Request) -> web.Response:
 
 
 def _form_page(request: web.Request, course: Course, watch: CourseWatch, form: views.Form, *, editing: bool,
-               status: int = 200, error: str = "") -> web.Response:
+               status: int = 200, error: str = "", past_due: bool = False) -> web.Response:
     return web_context(request).page(
         request, "assignment_form.html", nav_courses=True, status=status,
         title=f"{'Edit' if editing else 'New'} assignment · {course.title}", course=course, form=form,
-        editing=editing, templates=_storage_templates(watch), error=error)
+        editing=editing, templates=_storage_templates(watch), error=error,
+        past_due=past_due or form.collect_past)
+
+
+async def check_source(request: web.Request, course: Course, name: str, spec: JSON) -> None:
+    """FormProblem when the repository or its branch or tag cannot be had, asked of the store (the
+    web UI fetches no address itself; the store is where the files come from). A private
+    repository (its token is in a Secret the web UI does not read) and a store that does not
+    answer are not checked: the operator says what is wrong then, on the assignment's page."""
+    client = web_context(request).extras.get(STORE)
+    source = spec.get("source") or {}
+    if not isinstance(client, StoreClient) or source.get("tokenSecret"):
+        return
+    counter = web_context(request).redis.register_script(_COUNT)
+    checks = await counter(keys=[repository_checks_key(identity_of(request).login)],
+                           args=[CHECK_WINDOW_SECONDS])
+    if int(checks) > CHECKS_PER_WINDOW:
+        window = CHECK_WINDOW_SECONDS // 60
+        raise views.FormProblem(f"You have checked many repositories in the last {window} minutes: wait a "
+                                "few minutes, then save again.")
+    try:
+        problem = await client.check(course.namespace, name, url=str(source.get("url") or ""),
+                                     ref=str(source.get("ref") or ""))
+    except StoreError as err:
+        log.warning("repository not checked", extra={"course": course.namespace, "error": err.message})
+        return
+    if problem is not None:
+        reason, message = problem
+        hint = {"UnknownRef": " Check the branch or tag.", "Busy": ""}.get(reason, " Check its address.")
+        raise views.FormProblem(message[:1].upper() + message[1:] + "." + hint)
 
 
 async def new_form(request: web.Request) -> web.Response:
@@ -103,8 +146,8 @@ def form_from_post(post: Any) -> views.Form:
         templates=[t for t in post.getall("templates", []) if isinstance(t, str)][:20],
         url=_text(post, "url", 2100), ref=_text(post, "ref", 300), sub_path=_text(post, "sub_path", 300),
         secret=_text(post, "secret", 300), path=_text(post, "path", 300), release=_text(post, "release", 40),
-        due=_text(post, "due", 40), zone=_text(post, "zone", 80) or "UTC", students=_text(post, "students",
-                                                                                          100_000))
+        due=_text(post, "due", 40), zone=_text(post, "zone", 80) or "UTC",
+        students=_text(post, "students", 100_000), collect_past=_text(post, "collect_past", 10) == "yes")
 
 
 async def create(request: web.Request) -> web.StreamResponse:
@@ -113,13 +156,17 @@ async def create(request: web.Request) -> web.StreamResponse:
     watch = await course_watch(request, course)
     form = form_from_post(await request.post())
     try:
-        spec = views.spec_from_form(form, [name for name, _ in _storage_templates(watch)])
+        spec = views.spec_from_form(form, [name for name, _ in _storage_templates(watch)],
+                                    now=datetime.now(UTC))
         name = form.name or views.slug(form.title)
         if not views.is_name(name):
             raise views.FormProblem(f"The short name {name[:60]!r} must be up to {views.MAX_NAME} lowercase "
                                     "letters, digits and '-' (it is part of the assignment's address).")
+        if watch.assignment(name) is None:
+            await check_source(request, course, name, spec)
     except views.FormProblem as problem:
-        return _form_page(request, course, watch, form, editing=False, status=400, error=str(problem))
+        return _form_page(request, course, watch, form, editing=False, status=400, error=str(problem),
+                          past_due=isinstance(problem, views.PastDue))
     await ctx.redis.ping()  # the audit log must be able to record it (else 503, nothing done)
     assert ctx.kube is not None
     body = {"apiVersion": naming.API_VERSION, "kind": "Assignment", "metadata": {"name": name},
@@ -154,11 +201,16 @@ async def update(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     form = form_from_post(await request.post())
     form.name = name
-    try:
-        spec = views.spec_from_form(form, [n for n, _ in _storage_templates(watch)])
-    except views.FormProblem as problem:
-        return _form_page(request, course, watch, form, editing=True, status=400, error=str(problem))
     current = obj.get("spec") or {}
+    try:
+        spec = views.spec_from_form(form, [n for n, _ in _storage_templates(watch)], now=datetime.now(UTC),
+                                    current_due=current.get("due"))
+        before = current.get("source") or {}
+        if (before.get("url"), before.get("ref") or "") != (spec["source"]["url"], spec["source"]["ref"]):
+            await check_source(request, course, name, spec)
+    except views.FormProblem as problem:
+        return _form_page(request, course, watch, form, editing=True, status=400, error=str(problem),
+                          past_due=isinstance(problem, views.PastDue))
     # A merge patch: fields the form has no say in (grades, extensions) are kept; fields it
     # cleared are removed (null).
     patch: JSON = {key: spec.get(key) for key in ("title", "templates", "source", "path", "release", "due",
@@ -179,10 +231,11 @@ def _detail_context(course: Course, role: CourseRole, obj: JSON, watch: CourseWa
     ready: JSON = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     students = views.student_views(obj, templates_of(watch))
     phase = str(status.get("phase") or "")
+    words, badge = views.phase_words(status)
     return {"course": course, "asg": (obj.get("metadata") or {}).get("name"), "spec": spec, "summary": status,
             "ready": ready, "students": students, "allowed": _permissions(role), "when": views.when,
-            "phase_words": views.PHASE_WORDS.get(phase, phase),
-            "phase_badge": views.PHASE_BADGES.get(phase, ""),
+            "phase_words": words, "phase_badge": badge, "phase": phase,
+            "message": views.teacher_words(str(ready.get("message") or "")),
             "several": len(spec.get("templates") or []) > 1, "source": status.get("source") or {},
             "problems": status.get("problems") or [], "size_words": size_words}
 
@@ -241,7 +294,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 payload = {"rows": render_table(ctx, context, csrf),
                            "handedOut": status.get("handedOut") or "",
                            "collected": status.get("collected") or "", "phase": context["phase_words"],
-                           "message": context["ready"].get("message") or ""}
+                           "badge": context["phase_badge"], "message": context["message"]}
                 data = json.dumps(payload, separators=(",", ":"))
                 await response.write(f"event: table\ndata: {data}\n\n".encode())
     finally:

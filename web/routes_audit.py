@@ -16,11 +16,11 @@ from typing import Any
 import redis.exceptions
 from aiohttp import web
 
-from userland.platform import naming
+from userland.platform.model import naming
 from userland.web.access import require_course
 from userland.web.audit import AuditEntry, AuditLog
 from userland.web.context import WEB, identity_of, web_context
-from userland.web.courses import Course, CourseRole
+from userland.web.rules.courses import Course, CourseRole
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ AUDITED_ACTIONS = ("add", "start", "restart", "suspend", "resume", "remove",
                    "assignment_create", "assignment_edit", "assignment_delete", "assignment_handout",
                    "assignment_collect", "assignment_return", "assignment_stop_return", "assignment_extend",
                    "assignment_grade", "assignment_feedback", "assignment_download", "assignment_export",
-                   "help_join", "help_open", "help_end")
+                   "assignment_regrade", "help_join", "help_open", "help_end")
 ACTION_LABELS = {
     "add": "Added students", "start": "Started", "restart": "Restarted", "suspend": "Suspended",
     "resume": "Resumed", "remove": "Removed", "start_all": "Started (whole course)",
@@ -43,6 +43,7 @@ ACTION_LABELS = {
     "assignment_stop_return": "Stopped returning feedback", "assignment_extend": "Changed a deadline",
     "assignment_grade": "Graded", "assignment_feedback": "Uploaded feedback",
     "assignment_download": "Downloaded students' work", "assignment_export": "Exported grades",
+    "assignment_regrade": "Asked for a regrade",
     # Help in the lab (web/help_records.py): a member of staff given access to a student's
     # environments (asked for, or opened unasked where the course allows it), and its end.
     "help_join": "Joined to help", "help_open": "Opened a student's environments",

@@ -19,14 +19,14 @@ from typing import Any
 import redis.exceptions
 from aiohttp import web
 
-from userland.web import dashboard, security
-from userland.web import help as help_view
 from userland.web.access import Refused, require_course
 from userland.web.context import WEB, WebContext, identity_of, web_context
-from userland.web.courses import Action, Course, CourseRole, course_role, may, may_open_unasked
 from userland.web.help_card import queue_view, render_card
 from userland.web.help_monitor import HELP_KEY
 from userland.web.notifier import UserQuota
+from userland.web.rules import dashboard, security
+from userland.web.rules import help as help_view
+from userland.web.rules.courses import Action, Course, CourseRole, course_role, may, may_open_unasked
 from userland.web.state import STATE, ClassState, CourseWatch
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ async def courses_page(request: web.Request) -> web.Response:
 
 
 def _row_context(ctx: WebContext, course: Course, role: CourseRole, now: float) -> dict[str, Any]:
-    # Ticking environments of several students is a course-wide run (web/selection.py): an
+    # Ticking environments of several students is a course-wide run (web/rules/selection.py): an
     # assistant, who helps one student at a time, gets each row's own buttons instead.
     return {"course": course, "role": role, "now": now, "may_select": may(role, "start_all"),
             "allowed": {**{a: may(role, a) for a in ROW_ACTIONS}, "open": may_open_unasked(role, course)},
@@ -123,6 +123,7 @@ async def dashboard_page(request: web.Request) -> web.Response:
                     status_filters=dashboard.STATUS_FILTERS, sorts=dashboard.SORTS,
                     phase_words=dashboard.PHASE_WORDS, badge_class=dashboard.badge_class,
                     degraded=watch.status == "degraded",
+                    lectures=dashboard.lecture_lines(watch.template_objects()),
                     nav_courses=True, **_row_context(ctx, course, role, now))
 
 

@@ -1,4 +1,4 @@
-"""Help in the lab: students ask, staff join, either ends it (platform/grants.py says what a grant is).
+"""Help in the lab: students ask, staff join, either ends it (platform/model/grants.py says what a grant is).
 
 Students, on "my environments" (web/routes_me.py shows the panel):
 - POST /me/help            ask for help in a course where they have an environment (one open
@@ -27,18 +27,18 @@ from typing import Any
 
 from aiohttp import web
 
-from userland.platform import naming
-from userland.platform.grant_store import GrantStore
-from userland.web import help as help_view
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.model import naming
 from userland.web.access import Refused, require_course
 from userland.web.context import WEB, identity_of, web_context
-from userland.web.courses import Course, may_join
-from userland.web.dashboard import StudentRow, duration_words
 from userland.web.help_card import HELP, HelpServices, help_services
 from userland.web.help_queue import HelpQueue, TooManyAsks, TooManyJoins
 from userland.web.help_records import record_grant
 from userland.web.routes_audit import audit_log
 from userland.web.routes_course import class_state, course_watch
+from userland.web.rules import help as help_view
+from userland.web.rules.courses import Course, may_join
+from userland.web.rules.dashboard import StudentRow, duration_words
 
 log = logging.getLogger(__name__)
 

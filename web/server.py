@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from userland.platform.addresses import split_listen
-from userland.platform.settings import Settings
+from userland.platform.model.addresses import split_listen
+from userland.platform.model.settings import Settings
 from userland.web.app import create_app, create_internal_app
 
 log = logging.getLogger(__name__)

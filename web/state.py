@@ -3,12 +3,12 @@
 One cluster-wide informer on namespaces labelled `userland.dev/course=true`; per course, one
 informer each for Userlands, Templates, Deployments, Pods, Events and Assignments of that
 namespace, started when the course appears and stopped when it goes. Objects are cut down
-(web/slim.py) and kept compact, so 1,000 Userlands cost little memory. A namespace the web UI may not read (no
-RoleBinding yet: 403) is "not set up": it is probed again every `probe_interval` seconds and
+(web/rules/slim.py) and kept compact, so 1,000 Userlands cost little memory. A namespace the web UI may not
+read (no RoleBinding yet: 403) is "not set up": it is probed again every `probe_interval` seconds and
 never stops the others.
 
 Every change is reduced to the students it touches and passed to the `Notifier`, which tells
-the live dashboards once per tick. Rows are built lazily from the cache (web/dashboard.py) and
+the live dashboards once per tick. Rows are built lazily from the cache (web/rules/dashboard.py) and
 memoized per student until one of that student's objects changes: a page render of 500
 students makes no API call and rebuilds only what changed.
 """
@@ -21,9 +21,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from userland.platform import naming
-from userland.platform.informer import Informer
-from userland.platform.kube import (
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import (
     ASSIGNMENTS,
     DEPLOYMENTS,
     EVENTS,
@@ -35,10 +34,11 @@ from userland.platform.kube import (
     KubeClient,
     KubeError,
 )
-from userland.platform.objects import labels_of, meta
-from userland.web import dashboard, slim
-from userland.web.courses import Course
+from userland.platform.model import naming
+from userland.platform.model.objects import labels_of, meta
 from userland.web.notifier import EVERYTHING, Notifier
+from userland.web.rules import dashboard, slim
+from userland.web.rules.courses import Course
 
 log = logging.getLogger(__name__)
 

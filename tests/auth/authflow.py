@@ -20,10 +20,10 @@ from fakes.github import FakeGitHub
 from yarl import URL
 
 from tests.support import free_port
-from userland.auth.origins import cookie_names
 from userland.auth.routes import setup_auth
-from userland.platform.sessions import RedisSessionStore, SessionStore
-from userland.platform.settings import Settings
+from userland.auth.rules.origins import cookie_names
+from userland.platform.clients.sessions import RedisSessionStore, SessionStore
+from userland.platform.model.settings import Settings
 
 AUTH_TEST_DB = 9
 # The harness's cookies are Secure unless a test says otherwise: the `__Host-` names.

@@ -7,7 +7,9 @@ import re
 from authflow import SESSION_COOKIE, AppFactory, Harness
 from fakes.github import FakeUser
 
-BINDING_KEY = "userland:login-id:dora"
+from userland.platform.model.keyspace import login_binding_key
+
+BINDING_KEY = login_binding_key("dora")
 
 
 async def _session_csrf(h: Harness, cookie: str) -> str:

@@ -10,9 +10,7 @@ from authflow import NONCE_COOKIE, PLAIN_SESSION_COOKIE, SESSION_COOKIE, AppFact
 from fakes.github import s256
 from yarl import URL
 
-from userland.platform.sessions import session_key
-
-STATE_PREFIX = "userland:oauth-state:"
+from userland.platform.model.keyspace import OAUTH_STATE_PREFIX, login_binding_key, pattern, session_key
 
 
 async def test_happy_login_flow(make_app: AppFactory) -> None:
@@ -31,7 +29,7 @@ async def test_happy_login_flow(make_app: AppFactory) -> None:
     assert len(query["state"]) >= 32 and len(query["code_challenge"]) == 43
 
     # The pending login is in Redis for 10 minutes, under a hash of the state.
-    keys = [k.decode() for k in await h.redis.keys(STATE_PREFIX + "*")]
+    keys = [k.decode() for k in await h.redis.keys(pattern(OAUTH_STATE_PREFIX))]
     assert len(keys) == 1 and query["state"] not in keys[0]
     assert 590 <= await h.redis.ttl(keys[0]) <= 600
 
@@ -40,7 +38,7 @@ async def test_happy_login_flow(make_app: AppFactory) -> None:
     resp = await h.callback(callback_url, nonce)
     assert resp.status == 302
     assert resp.headers["Location"] == "/after"
-    assert await h.redis.keys(STATE_PREFIX + "*") == []  # used up
+    assert await h.redis.keys(pattern(OAUTH_STATE_PREFIX)) == []  # used up
 
     # The token request carried the verifier that matches the challenge.
     token_request = h.github.token_requests[-1]
@@ -123,7 +121,7 @@ async def test_expired_state_is_a_403(make_app: AppFactory) -> None:
     h.github.sign_in("slow")
     authorize_url, nonce = await h.start_login()
     callback_url = await h.authorize(authorize_url)
-    for key in await h.redis.keys(STATE_PREFIX + "*"):
+    for key in await h.redis.keys(pattern(OAUTH_STATE_PREFIX)):
         await h.redis.expire(key, 0)  # ten minutes pass
     resp = await h.callback(callback_url, nonce)
     assert resp.status == 403
@@ -273,7 +271,7 @@ async def test_logins_are_case_insensitive(make_app: AppFactory) -> None:
     _, cookie = await h.login("mixedcase")
     session = await h.store.load(cookie)
     assert session is not None and (session.login, session.role) == ("mixedcase", "admin")
-    assert await h.redis.hget("userland:login-id:mixedcase", "github_id") == b"30"
+    assert await h.redis.hget(login_binding_key("mixedcase"), "github_id") == b"30"
 
 
 async def test_next_url_is_validated_at_the_callback(make_app: AppFactory) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from userland.auth.redirects import safe_next
+from userland.auth.rules.redirects import safe_next
 
 PUBLIC = "https://userland.example.edu"
 TEMPLATE_HOSTS = {"ide.classroom.test", "pma.classroom.test:8443", "ide.example.edu"}

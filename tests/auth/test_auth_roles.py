@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from userland.auth.roles import Membership, is_allowed, needs_orgs, needs_teams, role_for, scopes
-from userland.platform.settings import Settings
+from userland.auth.rules.roles import Membership, is_allowed, needs_orgs, needs_teams, role_for, scopes
+from userland.platform.model.settings import Settings
 
 
 def settings(**env: str) -> Settings:

@@ -11,13 +11,13 @@ from authflow import SESSION_COOKIE, AppFactory, set_cookies
 
 from tests.support import free_port
 from userland.auth.routes import current_session
-from userland.platform.sessions import (
+from userland.platform.clients.sessions import (
     MemorySessionStore,
     RedisSessionStore,
     SessionStoreUnavailable,
     connect_redis,
-    session_key,
 )
+from userland.platform.model.keyspace import session_key
 
 
 def _cookie(cookie: str) -> dict[str, str]:

@@ -22,9 +22,9 @@ from authflow import create_test_app
 
 from tests.support import free_port
 from userland.auth.dev_login import refusal as dev_login_refusal
-from userland.platform.addresses import is_loopback_host
-from userland.platform.sessions import RedisSessionStore
-from userland.platform.settings import Settings
+from userland.platform.clients.sessions import RedisSessionStore
+from userland.platform.model.addresses import is_loopback_host
+from userland.platform.model.settings import Settings
 
 LOCAL_OK = {
     "USERLAND_DEV_LOGIN": "true", "USERLAND_COOKIE_SECURE": "false",

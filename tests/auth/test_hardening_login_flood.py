@@ -20,7 +20,11 @@ from authflow import AppFactory
 
 from userland.auth.oauth_state import MAX_NEXT_URL, OAuthStateStore
 from userland.local.redisserver import redis_server
-from userland.platform.sessions import RedisSessionStore, Session, SessionStoreUnavailable
+from userland.platform.clients.sessions import RedisSessionStore, Session, SessionStoreUnavailable
+from userland.platform.model.keyspace import OAUTH_STATE_PREFIX, pattern
+
+# A Redis configured as deploy/ configures it (deployed_client), or the session's (make_app).
+pytestmark = pytest.mark.redis
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL_MEMORY = "3mb"
@@ -92,7 +96,7 @@ async def test_pending_login_records_stay_small(deployed_client: redis.asyncio.R
     states = OAuthStateStore(deployed_client)
     pending = await states.begin("/" + "a" * (MAX_NEXT_URL * 10))
     assert pending.next_url == "/"
-    keys = await deployed_client.keys("userland:oauth-state:*")
+    keys = await deployed_client.keys(pattern(OAUTH_STATE_PREFIX))
     assert len(keys) == 1
     assert await deployed_client.strlen(keys[0]) < 300
     assert 0 < await deployed_client.ttl(keys[0]) <= 600
@@ -109,7 +113,7 @@ async def test_login_starts_are_rate_limited_per_client(make_app: AppFactory) ->
             assert "Too many sign-in attempts" in await resp.text()
     assert answers[:20] == [302] * 20 or answers.count(302) <= 40  # a minute boundary may pass once
     assert answers.count(429) >= 20
-    assert len(await h.redis.keys("userland:oauth-state:*")) == answers.count(302)
+    assert len(await h.redis.keys(pattern(OAUTH_STATE_PREFIX))) == answers.count(302)
 
 
 async def test_behind_a_trusted_proxy_each_client_has_its_own_login_limit(make_app: AppFactory) -> None:

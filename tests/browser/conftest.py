@@ -49,9 +49,9 @@ from tests.operator.support import template_body, userland_body
 from tests.support.real_apps import Local, started_local
 from userland.local import demo_env
 from userland.local.controlplane import free_port
-from userland.platform import naming
-from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.settings import Settings
 from userland.proxy.app import RUNNER_KWARGS, create_app
 from userland.web.app import create_app as create_web_app
 

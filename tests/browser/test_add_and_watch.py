@@ -12,7 +12,7 @@ from playwright.async_api import Browser, expect
 
 from tests.browser.conftest import TEMPLATE, Platform
 from tests.web.support import make_course, set_phase
-from userland.platform.kube import USERLANDS, KubeClient, NotFound
+from userland.platform.clients.kube import USERLANDS, KubeClient, NotFound
 
 
 async def test_instructor_adds_a_student_and_watches_the_environment_start(

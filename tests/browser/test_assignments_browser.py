@@ -2,10 +2,12 @@
 
 `userland local` (what `make run` starts: control plane, operator, gateway, web UI, local
 runner, the assignment store, and a git server with the project's starter repository) and the
-real apps. A teacher in New York creates an assignment in the web UI's form, due a few minutes
-ahead (the form reads the time in her own zone); alice opens it in JupyterLab and edits a file
-there, and in VS Code, where she edits another from the terminal; after the deadline her /me
-page shows her receipts, and the teacher's zip holds exactly her edits, file by file.
+real apps. A teacher in New York creates an assignment in the web UI's form, due next week
+(the form reads the time in her own zone); alice opens it in JupyterLab and edits a file there,
+and in VS Code, where she edits another from the terminal; then the teacher moves the deadline
+to a few seconds from now, and after it her /me page shows her receipts, and the teacher's zip
+holds exactly her edits, file by file. (The deadline is moved once the edits are made, not set
+minutes ahead: how long the edits take depends on the machine, a deadline does not.)
 """
 
 from __future__ import annotations
@@ -20,32 +22,26 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.support import eventually
+from tests.support import MUST_COMPLETE, MUST_COMPLETE_MS, eventually
 from tests.support.real_apps import (
     Local,
     apps_installed,
     open_terminal,
     sign_in,
     sign_in_to_the_platform,
+    type_in_terminal,
     wait_until_answering,
 )
-from userland.platform.kube import ASSIGNMENTS, KubeClient
+from userland.platform.clients.kube import ASSIGNMENTS, KubeClient
 
 pytestmark = pytest.mark.skipif(
     not apps_installed(), reason="the real apps are not installed: run `make local-apps` (make test does)")
 ZONE = "America/New_York"
 
 
-def due_moment(ahead: float = 150) -> datetime:
-    """The next whole minute at least `ahead` seconds away (the form takes minutes)."""
-    moment = datetime.now(UTC) + timedelta(seconds=ahead + 60)
-    return moment.replace(second=0, microsecond=0)
-
-
-async def students_state(kube: KubeClient) -> dict[str, str]:
-    obj = await kube.get(ASSIGNMENTS, "classroom", "week2")
-    return {f"{e['template']}/{e['user']}": e.get("state", "")
-            for e in (obj.get("status") or {}).get("students") or []}
+def due_moment(ahead: timedelta = timedelta(days=7)) -> datetime:
+    """A whole minute `ahead` (the form takes minutes, not seconds)."""
+    return (datetime.now(UTC) + ahead).replace(second=0, microsecond=0)
 
 
 async def edit_in_jupyterlab(page: Page, local: Local) -> None:
@@ -63,11 +59,15 @@ async def edit_in_vscode(page: Page, local: Local) -> None:
     await page.locator(".monaco-workbench").wait_for(timeout=90_000)
     await expect(page.get_by_role("treeitem", name=re.compile("week2"))).to_be_visible(timeout=60_000)
     await open_terminal(page)
-    await page.locator(".xterm-helper-textarea >> visible=true").first.focus()
-    await page.keyboard.type("echo \"name = 'alice'\" >> week2/hello.py\n")
+    hello = local.volume("vscode", "alice") / "week2" / "hello.py"
+    line = "grep -q \"^name = 'alice'\" week2/hello.py || echo \"name = 'alice'\" >> week2/hello.py"
+    await type_in_terminal(page, line, lambda: "name = 'alice'" in hello.read_text())
 
 
 @pytest.mark.slow
+# `userland local` with the real apps, two apps opened and edited in, a hand-out and a collection:
+# about 3 minutes on a quiet machine, and more than the 300 s every test gets on a loaded one.
+@pytest.mark.timeout(600)
 async def test_a_teacher_hands_out_alice_works_in_both_apps_and_sees_her_receipt(
         browser: Browser, local: Local) -> None:
     teacher = await browser.new_context(timezone_id=ZONE)
@@ -93,16 +93,19 @@ async def test_a_teacher_hands_out_alice_works_in_both_apps_and_sees_her_receipt
             created = await kube.get(ASSIGNMENTS, "classroom", "week2")
             assert created["spec"]["due"] == due.strftime("%Y-%m-%dT%H:%M:%SZ")  # her 12:34 in New York
             # The live table fills in as the operator hands out.
-            await expect(page.locator("#handed-out")).to_have_text("4/4", timeout=120_000)
+            await expect(page.locator("#handed-out")).to_have_text("4/4", timeout=MUST_COMPLETE_MS)
 
             work = await sign_in(alice, local.template("jupyterlab"), "alice")
             await edit_in_jupyterlab(work, local)
             answer = local.volume("jupyterlab", "alice") / "week2" / "answer.md"
-            await eventually(lambda: "The mean is 5." in answer.read_text(), timeout=30)
+            await eventually(lambda: "The mean is 5." in answer.read_text(), timeout=MUST_COMPLETE)
             await edit_in_vscode(work, local)
             hello = local.volume("vscode", "alice") / "week2" / "hello.py"
-            await eventually(lambda: "name = 'alice'" in hello.read_text(), timeout=30)
-            assert datetime.now(UTC) < due, "the edits took until the deadline: the test needs more time"
+            await eventually(lambda: "name = 'alice'" in hello.read_text(), timeout=MUST_COMPLETE)
+            # The teacher moves the deadline to a few seconds from now (kubectl, as the docs show).
+            due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10)
+            await kube.merge_patch(ASSIGNMENTS, "classroom", "week2", {"spec": {
+                "due": due.strftime("%Y-%m-%dT%H:%M:%SZ")}})
 
             # After the deadline: her receipts on /me, one per environment.
             me = await alice.new_page()
@@ -110,8 +113,8 @@ async def test_a_teacher_hands_out_alice_works_in_both_apps_and_sees_her_receipt
             async def receipts() -> int:
                 await me.goto(f"{local.public}/me")
                 return await me.locator("p.receipt").count() if datetime.now(UTC) > due else 0
-            assert await eventually(receipts, timeout=(due - datetime.now(UTC)).total_seconds() + 120,
-                                    interval=3) == 2
+            until_due = (due - datetime.now(UTC)).total_seconds()
+            assert await eventually(receipts, timeout=until_due + MUST_COMPLETE, interval=3) == 2
             text = await me.locator("p.receipt").first.inner_text()
             assert re.match(r"Your work was collected at .+, \d+ files, .+, receipt [0-9a-f]{8}\.",
                             text), text
@@ -121,7 +124,7 @@ async def test_a_teacher_hands_out_alice_works_in_both_apps_and_sees_her_receipt
                                                                                                    "+00:00"))
             assert f"{moment.astimezone(ZoneInfo('Asia/Tokyo')):%H:%M}" in await taken.inner_text()
             assert (await taken.get_attribute("title") or "").endswith(f"{moment:%H:%M} UTC")
-            await expect(page.locator("#collected")).to_have_text("4/4", timeout=60_000)
+            await expect(page.locator("#collected")).to_have_text("4/4", timeout=MUST_COMPLETE_MS)
 
             # The teacher's zip: exactly what alice had at the deadline, in each environment.
             zip_url = f"{local.public}/courses/classroom/assignments/week2/collected.zip"

@@ -10,7 +10,7 @@ from playwright.async_api import Browser, expect
 
 from tests.browser.conftest import Platform
 from tests.web.support import add_userland, make_course, set_phase
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 
 
 async def test_instructor_sees_a_row_turn_ready_live(browser: Browser, platform: Platform, kube: KubeClient,

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import secrets
 import ssl
 import subprocess
@@ -48,11 +49,12 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, PLANT, SERVICE_WORKER, _serve, _wait_healthy
 from tests.operator.support import template_body, userland_body
 from tests.support import eventually, free_port
-from userland.platform import naming
-from userland.platform.grant_store import GrantStore
-from userland.platform.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.sessions import RedisSessionStore, Session
-from userland.platform.settings import Settings
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import NAMESPACES, SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.sessions import RedisSessionStore, Session
+from userland.platform.model import naming
+from userland.platform.model.keyspace import HANDOFF_COUNT_PREFIX, pattern
+from userland.platform.model.settings import Settings
 from userland.proxy.accesslog import ACCESS_LOGGER
 from userland.proxy.app import RUNNER_KWARGS, create_app
 from userland.web.app import create_app as create_web_app
@@ -414,23 +416,59 @@ async def test_a_students_page_in_the_helpers_browser_gets_nothing_of_theirs(lab
         await tina.close()
 
 
-async def test_the_student_ends_access_and_the_helpers_tab_is_told(lab: Lab, browser: Browser) -> None:
-    """alice ends it from /me in her own browser; tina's tab of alice's environment is refused."""
-    await HelpQueue(lab.redis).ask(lab.namespace, "alice", "")
+async def test_alices_open_page_follows_tina_and_tinas_tab_says_who_ended_it(lab: Lab,
+                                                                           browser: Browser) -> None:
+    """alice's "My environments" is open when tina joins: it shows tina's access and the button
+    to end it without a reload (its live stream), and goes back when tina leaves. alice ends the
+    next one; tina's tab of alice's environment then says who ended it and when."""
+    queue = HelpQueue(lab.redis)
+    await queue.ask(lab.namespace, "alice", "")
     tina, alice = await browser.new_context(), await browser.new_context()
     try:
         await lab.session(tina, "tina")
         await lab.session(alice, "alice")
-        on_alice = await join_and_open(lab, tina, "alice")
         me = await alice.new_page()
         await me.goto(f"{lab.platform}/me")
-        assert "tina" in await me.locator(".help-now").inner_text()
-        await me.get_by_role("button", name="End tina's access now").click()
+        await me.locator("#live").wait_for(state="visible", timeout=15_000)  # the stream is open
+        # This test's course: the courses of earlier tests may still be on her page while their
+        # namespaces are being deleted, each with its own "Ask for help".
+        course = me.locator(f'[data-live="course-{lab.namespace}"]')
+        assert await course.locator(".help-now").count() == 0
+        on_alice = await join_and_open(lab, tina, "alice")
+        # No reload: the open page shows tina and the button, and no form to ask any more.
+        end = course.get_by_role("button", name="End tina's access now")
+        await end.wait_for(timeout=15_000)
+        assert "tina" in await course.locator(".help-now").inner_text()
+        assert await course.get_by_role("button", name="Ask for help").count() == 0
+        # tina leaves (Done, on her helping page): alice's page goes back by itself.
+        helping = await tina.new_page()
+        await helping.goto(f"{lab.platform}/courses/{lab.namespace}/help/alice")
+        await helping.get_by_role("button", name="Done: end my access").click()
+        await course.get_by_role("button", name="Ask for help").wait_for(timeout=15_000)
+        assert await course.locator(".help-now").count() == 0
+        assert "tina, assistant" in await course.locator(".help-past").inner_text()
+
+        # Again, and this time alice ends it.
+        await queue.ask(lab.namespace, "alice", "one more")
+        on_alice = await join_and_open(lab, tina, "alice")
+        await end.wait_for(timeout=15_000)
+        await end.click()
         await me.wait_for_url("**/me#help-*")
         assert "Who had access" in await me.content()
+        # The range says its day once ("Fri, Nov 27, 2026, 09:58 PM-09:59 PM"), not on both ends.
+        span = course.locator(".help-past .clock-range").first
+        start, end = (await span.inner_text()).split("\N{EN DASH}")
+        ends = [await span.locator("time").nth(i).get_attribute("datetime") or "" for i in (0, 1)]
+        show_day = ("d => new Date(d).toLocaleDateString([], {weekday: 'short', day: 'numeric', "
+                    "month: 'short', year: 'numeric'})")
+        day, end_day = [await me.evaluate(show_day, e) for e in ends]
+        assert start.startswith(day + ", ") and day[-4:].isdigit(), (start, day)
+        assert end.startswith(end_day + ", ") if end_day != day else day not in end, (start, end)
         response = await on_alice.reload()
         assert response is not None and response.status == 403
-        assert "access to alice's environment has ended" in (await on_alice.content()).replace("&#39;", "'")
+        text = (await on_alice.content()).replace("&#39;", "'")
+        assert "access to alice's environment has ended" in text
+        assert re.search(r"alice ended your access at \d\d:\d\d UTC", text), text
     finally:
         await asyncio.gather(tina.close(), alice.close())
 
@@ -453,7 +491,7 @@ async def test_a_students_page_cannot_use_up_the_helpers_handoffs(lab: Lab, brow
         await on_alice.locator("#state", has_text="done").wait_for(timeout=30_000)
         # No code was issued for them (the images would redeem them, following the redirect):
         # the one code of tina's session this minute is her own page load of alice's origin.
-        counts = await lab.redis.mget(await lab.redis.keys("userland:handoff-count:*"))
+        counts = await lab.redis.mget(await lab.redis.keys(pattern(HANDOFF_COUNT_PREFIX)))
         assert counts == [b"1"], counts
         assert len(lab.logins_at("/auth/handoff")) >= 40, "the images never reached the gateway"
         on_bob = await join_and_open(lab, tina, "bob")  # tina still opens bob's, at once

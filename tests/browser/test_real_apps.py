@@ -20,9 +20,16 @@ import re
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.support.real_apps import Local, apps_installed, open_terminal, sign_in, wait_until_answering
+from tests.support.real_apps import (
+    Local,
+    apps_installed,
+    open_terminal,
+    sign_in,
+    type_in_terminal,
+    wait_until_answering,
+)
 from userland.local import mountns
-from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import TEMPLATES, USERLANDS, KubeClient
 
 pytestmark = pytest.mark.skipif(
     not apps_installed(), reason="the real apps are not installed: run `make local-apps` (make test does)")
@@ -50,8 +57,10 @@ async def vscode_terminal_writes(page: Page, local: Local, student: str, text: s
         await expect(page.locator(".explorer-folders-view, .pane-header").filter(has_text="CODER").first
                      ).to_be_visible(timeout=30_000)
     await open_terminal(page)
-    await page.locator(".xterm-helper-textarea >> visible=true").first.focus()
-    await page.keyboard.type(f"echo {text} > proof.txt\n")
+    proof = local.volume("vscode", student) / "proof.txt"
+    # Written whole: `>` makes the file empty first, then the shell writes the line.
+    await type_in_terminal(page, f"echo {text} > proof.txt",
+                           lambda: proof.is_file() and proof.read_text().endswith("\n"))
     # The file appears in the explorer, and on the student's own volume.
     await expect(page.get_by_role("treeitem", name=re.compile("proof.txt"))).to_be_visible(timeout=30_000)
 
@@ -82,6 +91,13 @@ async def test_two_students_use_the_real_apps_and_never_see_each_others(
         explorer = page.locator(".explorer-folders-view")
         await expect(explorer).to_contain_text(".config", timeout=30_000)  # his own folder, listed
         assert "proof.txt" not in await explorer.inner_text()
+        # His first VS Code opens on its Welcome tab: without code-server's "Deploy code-server
+        # for your team" advert and without a "collects usage data" notice.
+        welcome = page.locator(".gettingStartedContainer")
+        await expect(welcome).to_be_visible(timeout=60_000)
+        await expect(welcome).to_contain_text("Start", timeout=30_000)  # its content is drawn
+        shown = await welcome.inner_text()
+        assert "Deploy code-server" not in shown and "usage data" not in shown, shown
         databases = await phpmyadmin_databases(page, local, "bob")
         assert "alice" not in databases
         await wait_until_answering(page, local.template("jupyterlab"), "bob.jupyterlab.localhost")

@@ -15,8 +15,8 @@ from playwright.async_api import Browser, Page, expect
 from tests.browser.test_web_pages import TEACHER, Classroom, classroom, sign_in_to  # noqa: F401
 from tests.operator.support import userland_body
 from tests.web.support import set_phase
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.model import naming
 
 TOPBAR = "getComputedStyle(document.querySelector('.topbar')).backgroundColor"
 FONT = "getComputedStyle(document.body).fontFamily"

@@ -12,8 +12,8 @@ from playwright.async_api import Browser, expect
 
 from tests.browser.conftest import TEMPLATE, Platform
 from tests.browser.test_student_flow import at, expect_environment_of, sign_in
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.model import naming
 
 NAME = naming.userland_name(TEMPLATE, "alice")
 

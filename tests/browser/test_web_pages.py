@@ -26,8 +26,8 @@ from tests.operator.support import template_body, userland_body
 from tests.web.course_support import apply_rbac, web_client
 from tests.web.pages.support import make_course, wait_for_access
 from userland.local.controlplane import ControlPlane, free_port
-from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model.settings import Settings
 from userland.proxy.app import RUNNER_KWARGS
 from userland.proxy.app import create_app as create_gateway
 from userland.web.app import create_app as create_web
@@ -120,10 +120,12 @@ async def test_instructor_uploads_a_roster_then_removes_a_student(browser: Brows
     await expect(page.locator("#summary")).to_contain_text("2 created, 1 already there, 2 invalid")
     rows = page.locator("table.results tbody tr")
     await expect(rows).to_have_count(5)
-    outcomes = [(await r.get_attribute("data-outcome"), (await r.locator("td").first.inner_text()).strip())
-                for r in await rows.all()]
-    assert ("created", "alice") in outcomes and ("created", "bob") in outcomes
-    assert ("exists", "carol") in outcomes
+    # Each row: its CSV line (the header is line 1) and the login as it was typed.
+    lines = [(await r.get_attribute("data-outcome"), (await r.locator("td.line").inner_text()).strip(),
+              (await r.locator("td").nth(1).inner_text()).strip()) for r in await rows.all()]
+    outcomes = [(outcome, login) for outcome, _line, login in lines]
+    assert ("created", "2", "alice") in lines and ("created", "3", "bob") in lines
+    assert ("exists", "6", "carol") in lines
     assert [login for outcome, login in outcomes if outcome == "invalid"] == ["not a login!", "alice"]
     await expect(page.locator("tr.outcome-invalid").last).to_contain_text("duplicate")
     names = {u["metadata"]["name"] for u in (await kube.list(USERLANDS, ns))["items"]}

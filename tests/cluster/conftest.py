@@ -10,11 +10,15 @@ their environments are real Pods of a small test image (tests/cluster/envapp.py)
 volumes (hostPath PersistentVolumes, as a node without a storage provisioner needs).
 
 The overlay is what any site writes for itself: the images it built, its settings and its
-Secret. Two things are this node's own: GitHub's URL, and fixed ClusterIPs for Redis, the web
-UI, the gateway and the assignment store, which USERLAND_REDIS_URL, USERLAND_WEB_URL and
-USERLAND_STORE_URL name instead of the DNS names deploy/config.env uses, because this node has
-no cluster DNS (the gateway itself needs none to reach students: docs/decisions.md, "reached by
-its ClusterIP"). The store's claim gets a hostPath volume made for it (no provisioner here).
+Secret. Two things are this node's own: GitHub's URL, and the ClusterIPs of Redis, the web UI
+and the assignment store, which USERLAND_REDIS_URL, USERLAND_WEB_URL and USERLAND_STORE_URL
+name instead of the DNS names deploy/config.env uses, because this node has no cluster DNS (the
+gateway itself needs none to reach students: docs/decisions.md, "reached by its ClusterIP").
+Those addresses are never chosen by us: the overlay's Services are applied first, the API
+server allocates their addresses, and the settings name what it allocated (a pinned address
+inside the service range can be taken by another Service first: Kubernetes 1.20 allocates at
+random over the whole range). The store's claim gets a hostPath volume made for it (no
+provisioner here).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from tests.fakes.github import FakeGitHub
 from tests.support.waiting import eventually as wait_for
 from tests.support.waiting import eventually_sync
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "userland-system"
@@ -53,8 +57,8 @@ GATEWAY_PORT = 8000
 PUBLIC_URL = f"http://{PUBLIC_HOST}:{GATEWAY_PORT}"
 ORG = "test-university"
 INSTRUCTOR = "koba1t"  # deploy/course/namespace.yaml's instructor
-FIXED_IPS = {"userland-redis": "10.97.0.10", "userland-web": "10.97.0.11", "userland-gateway": "10.97.0.12",
-             "userland-store": "10.97.0.13"}
+# The Services whose ClusterIPs the settings (or the tests, for the gateway) need.
+ADDRESSED = ("userland-redis", "userland-web", "userland-gateway", "userland-store")
 DEPLOYMENTS = ("userland-operator", "userland-gateway", "userland-web", "userland-redis", "userland-store")
 
 
@@ -78,6 +82,10 @@ class Node:
 
 
 NODE = Node.from_env()
+# The port of the git server tests/cluster/test_assignments_on_node.py runs on the node's address:
+# the store may fetch only from there (USERLAND_STORE_GIT_URLS), and its egress policy gets a rule
+# for it, as an admin adds one for a git server on a private address (deploy/networkpolicies.yaml).
+GIT_PORT = 20000 + secrets.randbelow(20000)
 
 
 def kubectl(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 300) -> str:
@@ -155,9 +163,12 @@ def published_name() -> str:
     return str(entry.get("newName") or "userland")
 
 
-def overlay(workdir: Path, github: FakeGitHub) -> Path:
-    """A site's overlay of deploy/: images, settings, Secret (and this node's fixed IPs)."""
-    (workdir / "base").symlink_to(REPO / "deploy")
+def overlay(workdir: Path, github: FakeGitHub, addresses: dict[str, str] | None = None) -> Path:
+    """A site's overlay of deploy/: images, settings, Secret, and (this node has no DNS) the
+    ClusterIPs the API server gave the platform's Services (`addresses`; None before they exist:
+    the URLs are then the base's names, only the Services are applied from that rendering)."""
+    if not (workdir / "base").exists():
+        (workdir / "base").symlink_to(REPO / "deploy")
     userland_name, userland_tag = NODE.images["userland"].rsplit(":", 1)
     redis_name, redis_tag = NODE.images["redis"].rsplit(":", 1)
     settings = {
@@ -166,13 +177,19 @@ def overlay(workdir: Path, github: FakeGitHub) -> Path:
         "USERLAND_ALLOWED_ORGS": ORG,
         "USERLAND_GITHUB_URL": github.url,
         "USERLAND_GITHUB_API_URL": github.api_url,
-        "USERLAND_REDIS_URL": f"redis://{FIXED_IPS['userland-redis']}:6379/0",
-        "USERLAND_WEB_URL": f"http://{FIXED_IPS['userland-web']}:8080",
-        "USERLAND_STORE_URL": f"http://{FIXED_IPS['userland-store']}:8080",
+        "USERLAND_STORE_GIT_URLS": f"http://{NODE.ip}:{GIT_PORT}/",
+        # Image pullers and placeholders (docs/capacity.md) run the node's own pause image.
+        "USERLAND_PAUSE_IMAGE": NODE.images["pause"],
     }
-    patches = [{"target": {"kind": "Service", "name": name},
-                "patch": json.dumps([{"op": "add", "path": "/spec/clusterIP", "value": ip}])}
-               for name, ip in FIXED_IPS.items()]
+    if addresses is not None:
+        settings |= {"USERLAND_REDIS_URL": f"redis://{addresses['userland-redis']}:6379/0",
+                     "USERLAND_WEB_URL": f"http://{addresses['userland-web']}:8080",
+                     "USERLAND_STORE_URL": f"http://{addresses['userland-store']}:8080"}
+    # The store may reach the node's git server (deploy/ allows only public addresses by default).
+    patches = [{"target": {"kind": "NetworkPolicy", "name": "userland-store-egress"},
+                "patch": json.dumps([{"op": "add", "path": "/spec/egress/-", "value": {
+                    "to": [{"ipBlock": {"cidr": f"{NODE.ip}/32"}}],
+                    "ports": [{"protocol": "TCP", "port": GIT_PORT}]}}])}]
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -253,23 +270,39 @@ def volumes(count: int) -> list[dict[str, Any]]:
     return pvs
 
 
+def services_first(workdir: Path, github: FakeGitHub) -> dict[str, str]:
+    """Apply the overlay's Namespace and Services alone (nothing else yet: no Pod can start
+    with settings that name no address) and return the ClusterIPs the API server allocated."""
+    rendered = yaml.safe_load_all(kubectl("kustomize", str(overlay(workdir, github))))
+    first = [d for d in rendered if d and d.get("kind") in ("Namespace", "Service")]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": first}))
+    services = kubectl_json("-n", SYSTEM, "get", "services")["items"]
+    addresses = {s["metadata"]["name"]: s["spec"].get("clusterIP") or "" for s in services}
+    missing = [name for name in ADDRESSED if not addresses.get(name) or addresses[name] == "None"]
+    assert not missing, f"Services without a ClusterIP after they were applied: {missing}\n{diagnose()}"
+    return {name: addresses[name] for name in ADDRESSED}
+
+
 @dataclass
 class Platform:
     github: FakeGitHub
+    addresses: dict[str, str]
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def gateway_ip(self) -> str:
-        return FIXED_IPS["userland-gateway"]
+        return self.addresses["userland-gateway"]
 
 
 @pytest.fixture(scope="session")
 def platform(github: FakeGitHub) -> Iterator[Platform]:
-    result = Platform(github)
     with tempfile.TemporaryDirectory(prefix="userland-overlay-") as tmp:
         start = time.monotonic()
         kubectl("apply", "-f", "-", stdin=json.dumps(store_volume()))
-        kubectl("apply", "-k", str(overlay(Path(tmp), github)))
+        addresses = services_first(Path(tmp), github)
+        result = Platform(github, addresses)
+        # The same Services again (unchanged: their addresses stay), and everything else.
+        kubectl("apply", "-k", str(overlay(Path(tmp), github, addresses)))
         for name in DEPLOYMENTS:
             kubectl("-n", SYSTEM, "rollout", "status", f"deployment/{name}", "--timeout=240s")
         result.timings["apply_to_available_s"] = time.monotonic() - start

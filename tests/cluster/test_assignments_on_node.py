@@ -23,6 +23,7 @@ from aiohttp import web
 
 from tests.cluster.conftest import (
     COURSE,
+    GIT_PORT,
     INSTRUCTOR,
     NODE,
     PUBLIC_URL,
@@ -38,10 +39,9 @@ from tests.cluster.conftest import (
     userland,
     wait_until,
 )
-from tests.support.ports import free_port
 from userland.local.gitserver import create_git_app, make_repository
-from userland.platform import naming
-from userland.platform.objects import rfc3339
+from userland.platform.model import naming
+from userland.platform.model.objects import rfc3339
 
 TOKEN = secrets.token_hex(16)
 NAME = "week1"
@@ -55,7 +55,7 @@ class ThreadedGit:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.port = free_port()
+        self.port = GIT_PORT  # the one the store may fetch from (conftest.py)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="git-server", daemon=True)
         self.thread.start()
@@ -166,7 +166,7 @@ async def test_hand_out_collect_and_download_on_the_node(platform: Platform, git
     assert got == {**{f"ivy/{k}": v for k, v in FILES.items()}, "ivy/answer.md": "# ivy's answer\n",
                    **{f"jack/{k}": v for k, v in FILES.items()}}
     # The copies are on the store's own volume.
-    copies = (NODE.state / "volumes" / "store").rglob(f"copies/{COURSE}/{NAME}/*/testenv/*.tar")
+    copies = (NODE.state / "volumes" / "store").rglob(f"assignments/{COURSE}/{NAME}/*/copies/*/testenv/*.tar")
     assert sorted(c.name for c in copies) == ["ivy.tar", "jack.tar"]
 
     # The store's Pod has no API token; its account may do nothing.

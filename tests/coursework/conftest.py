@@ -13,7 +13,7 @@ import pytest
 from tests.support.coursework import STORE_SECRET, GitServer, store_server
 from tests.support.coursework import git_server as serve_git
 from userland.coursework.trees import Limits
-from userland.platform.store_client import StoreClient
+from userland.platform.clients.store_client import StoreClient
 
 
 @pytest.fixture
@@ -23,10 +23,11 @@ async def git_server(tmp_path: Path) -> AsyncIterator[GitServer]:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[str]:
-    """The assignment store on loopback, with small limits (100 files, 10 MB) for sources and copies."""
+async def store(tmp_path: Path, git_server: GitServer) -> AsyncIterator[str]:
+    """The assignment store on loopback, with small limits (100 files, 10 MB) for sources and copies,
+    fetching from the test's git server only."""
     async with store_server(tmp_path / "store", source_limits=Limits(100, 10**7),
-                            copy_limits=Limits(100, 10**7)) as url:
+                            copy_limits=Limits(100, 10**7), git_urls=(git_server.url + "/",)) as url:
         yield url
 
 

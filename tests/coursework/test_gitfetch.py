@@ -64,7 +64,7 @@ async def test_a_private_repository_needs_its_token(git_server: GitServer, tmp_p
     url = git_server.url_of("private")
     with pytest.raises(FetchProblem) as refused:
         await get(git_server, tmp_path, url)
-    assert refused.value.reason == "Unauthorized" and "spec.source.tokenSecret" in refused.value.message
+    assert refused.value.reason == "Unreachable" and "spec.source.tokenSecret" in refused.value.message
     with pytest.raises(FetchProblem) as refused:
         await get(git_server, tmp_path, url, token="wrong", secret="course-git")
     assert refused.value.reason == "Unauthorized" and "'course-git'" in refused.value.message
@@ -74,9 +74,9 @@ async def test_a_private_repository_needs_its_token(git_server: GitServer, tmp_p
 
 @pytest.mark.parametrize(("case", "reason", "words"), [
     ("unknown ref", "UnknownRef", "has no branch or tag 'nope'"),
-    ("no such repository", "NotFound", "there is no repository at"),
+    ("no such repository", "Unreachable", "is not reachable or not a git repository"),
     ("no such folder", "NoSuchFolder", "has no folder 'week9'"),
-    ("nobody listening", "Unreachable", "cannot be reached"),
+    ("nobody listening", "Unreachable", "is not reachable or not a git repository"),
 ])
 async def test_failures_are_said_in_words(git_server: GitServer, tmp_path: Path, case: str, reason: str,
                                           words: str) -> None:
@@ -107,18 +107,23 @@ async def test_a_source_past_the_limits_is_refused(git_server: GitServer, tmp_pa
 
 @pytest.mark.parametrize(("stderr", "secret", "reason"), [
     ("fatal: couldn't find remote ref refs/heads/x", "", "UnknownRef"),
+    # What a server that is not a git server (or no server) said is one reason, one sentence:
+    # the status never tells a closed port from a 404, a 401 or a page that is not a repository.
     ("fatal: unable to access 'https://x/': Could not resolve host: x", "", "Unreachable"),
     ("fatal: unable to access 'https://x/': Failed to connect to x port 443", "", "Unreachable"),
-    ("fatal: could not read Username for 'https://x': terminal prompts disabled", "", "Unauthorized"),
+    ("fatal: could not read Username for 'https://x': terminal prompts disabled", "", "Unreachable"),
     ("fatal: Authentication failed for 'https://x/'", "s", "Unauthorized"),
-    ("remote: Repository not found.\nfatal: repository 'https://x/' not found", "", "NotFound"),
+    ("remote: Repository not found.\nfatal: repository 'https://x/' not found", "", "Unreachable"),
     ("error: Server does not allow request for unadvertised object abc", "", "CommitNotAllowed"),
-    ("fatal: unable to access: SSL certificate problem: self signed", "", "Untrusted"),
-    ("fatal: something new", "", "FetchFailed"),
+    ("fatal: unable to access: SSL certificate problem: self signed", "", "Unreachable"),
+    ("fatal: unable to access 'https://x/': The requested URL returned error: 302", "", "Unreachable"),
+    ("fatal: something new", "", "Unreachable"),
+    ("fatal: write error: No space left on device", "", "StoreFull"),
 ])
 def test_classify(stderr: str, secret: str, reason: str) -> None:
     problem = classify(stderr, url="https://x/", ref="x", secret=secret)
     assert problem.reason == reason and problem.message
+    assert problem.detail and problem.detail not in problem.message  # git's words: the log only
 
 
 async def test_a_token_never_follows_a_redirect_to_another_server(git_server: GitServer,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from userland.platform.api_errors import QUANTITY_HELP
-from userland.platform.kube import DEPLOYMENTS, Invalid, KubeClient
+from userland.platform.clients.kube import DEPLOYMENTS, Invalid, KubeClient
+from userland.platform.model.api_errors import QUANTITY_HELP
 
 
 def deployment(container: dict[str, Any]) -> dict[str, Any]:

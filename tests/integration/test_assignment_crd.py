@@ -11,8 +11,8 @@ import pytest
 
 from tests.support.kubectl import kubectl
 from userland.local.controlplane import ControlPlane
-from userland.platform.assignments import Assignment
-from userland.platform.kube import Invalid, KubeClient, Resource
+from userland.platform.clients.kube import Invalid, KubeClient, Resource
+from userland.platform.model.assignments import Assignment
 
 ASSIGNMENTS = Resource("userland.dev", "v1alpha1", "assignments", "Assignment")
 BODY: dict[str, Any] = {

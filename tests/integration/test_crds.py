@@ -15,8 +15,8 @@ import yaml
 
 from tests.support.kubectl import kubectl as run_kubectl
 from userland.local.controlplane import ControlPlane
-from userland.platform import models
-from userland.platform.kube import TEMPLATES, USERLANDS, Invalid, KubeClient
+from userland.platform.clients.kube import TEMPLATES, USERLANDS, Invalid, KubeClient
+from userland.platform.model import models
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The help stores against a real Redis: grants (platform/grant_store.py), the help queue
+"""The help stores against a real Redis: grants (platform/clients/grant_store.py), the help queue
 (web/help_queue.py), and the gateway's watch of staff connections (proxy/grant_watch.py)."""
 
 from __future__ import annotations
@@ -13,9 +13,19 @@ import redis.asyncio
 from aiohttp.test_utils import make_mocked_request
 
 from tests.support import eventually
-from userland.platform.grant_store import GrantStore
-from userland.platform.grants import HELP_CHANNEL, HISTORY_KEEP, Grant, sessions_key
-from userland.platform.sessions import INVALIDATION_CHANNEL
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.model.grants import HISTORY_KEEP, Grant
+from userland.platform.model.keyspace import (
+    GRANT_LOG_PREFIX,
+    HELP_CHANNEL,
+    INVALIDATION_CHANNEL,
+    grant_key,
+    grant_log_key,
+    grant_sessions_key,
+    help_queue_key,
+    help_request_key,
+    pattern,
+)
 from userland.proxy.grant_watch import GrantWatch
 from userland.web.help_queue import ASKS_PER_WINDOW, HelpQueue, TooManyAsks
 
@@ -44,7 +54,7 @@ async def test_one_live_grant_per_staff_member_and_student_in_a_course(client: r
     assert await store.live_for("cs202", "alice", "tina") is None
     assert [g.staff for g in await store.live_in("cs101")] == ["tina", "sam"]
     assert await store.live_in("cs202") == []
-    assert 595 <= await client.ttl(f"userland:grant:{first.id}") <= 600
+    assert 595 <= await client.ttl(grant_key(first.id)) <= 600
 
 
 async def test_ending_announces_the_bound_sessions_once_and_keeps_the_record(
@@ -52,7 +62,7 @@ async def test_ending_announces_the_bound_sessions_once_and_keeps_the_record(
     store = GrantStore(client)
     grant, _ = await store.create(course="cs101", student="alice", staff="tina", role="assistant",
                                   basis="request", seconds=600)
-    await client.sadd(sessions_key(grant.id), "digest-one", "digest-two")  # what redeem adds
+    await client.sadd(grant_sessions_key(grant.id), "digest-one", "digest-two")  # what redeem adds
     pubsub: Any = client.pubsub()
     await pubsub.subscribe(INVALIDATION_CHANNEL, HELP_CHANNEL)
     ended = await store.end(grant.id, by="alice", reason="student", now=grant.started + 30)
@@ -134,9 +144,9 @@ async def test_asking_in_a_loop_is_refused(client: redis.asyncio.Redis) -> None:
 async def test_an_expired_request_leaves_the_queue(client: redis.asyncio.Redis) -> None:
     queue = HelpQueue(client)
     await queue.ask("cs101", "alice", "help")
-    await client.delete("userland:help-request:cs101:alice")  # what its TTL does at the end of the day
+    await client.delete(help_request_key("cs101", "alice"))  # what its TTL does at the end of the day
     assert await queue.waiting("cs101") == []
-    assert await client.zcard("userland:help:cs101") == 0
+    assert await client.zcard(help_queue_key("cs101")) == 0
 
 
 async def test_the_watch_closes_staff_connections_when_their_grant_ends_or_runs_out(
@@ -187,7 +197,7 @@ async def test_join_and_done_in_a_loop_keeps_a_bounded_record(client: redis.asyn
         await store.end(grant.id, by="teacher", reason="done")
     live, _made = await store.create(course="cs101", student="alice", staff="tina", role="assistant",
                                      basis="request", seconds=600)
-    records = [key async for key in client.scan_iter(match="userland:grant-log:*")]
+    records = [key async for key in client.scan_iter(match=pattern(GRANT_LOG_PREFIX))]
     assert len(records) == HISTORY_KEEP  # the history's, and no more
     history = await store.history("cs101", "alice")
     assert len(history) == HISTORY_KEEP and history[0].id == live.id
@@ -195,8 +205,22 @@ async def test_join_and_done_in_a_loop_keeps_a_bounded_record(client: redis.asyn
     for index in range(HISTORY_KEEP + 2):
         await store.create(course="cs101", student="alice", staff=f"ta{index}", role="assistant",
                            basis="request", seconds=600)
-    assert await client.exists(f"userland:grant-log:{live.id}")
+    assert await client.exists(grant_log_key(live.id))
     # ... nor out of the student's sight on /me (where they end it), behind newer ones.
     assert live.id in [g.id for g in await store.history("cs101", "alice")]
     ended = await store.end(live.id, by="alice", reason="student")
     assert ended is not None and ended.end_reason == "student"
+
+
+async def test_grants_made_in_one_millisecond_are_newest_first_in_the_history(
+        client: redis.asyncio.Redis) -> None:
+    """Join and Done in a loop can start two grants in the same millisecond: the student's
+    history still lists the one made last first (it sorted by the grants' random ids)."""
+    store = GrantStore(client)
+    moment = time.time()
+    made = []
+    for index in range(8):
+        grant, _made = await store.create(course="cs102", student="bob", staff=f"ta{index}", role="assistant",
+                                          basis="request", seconds=600, now=moment)
+        made.append(grant.id)
+    assert [g.id for g in await store.history("cs102", "bob")] == list(reversed(made))

@@ -18,8 +18,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from userland.local.controlplane import ADMIN_TOKEN, ControlPlane
-from userland.platform.kube import KubeClient, Resource
-from userland.platform.kubeconfig import ClusterAccess
+from userland.platform.clients.kube import KubeClient, Resource
+from userland.platform.clients.kubeconfig import ClusterAccess
 
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

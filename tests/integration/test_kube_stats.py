@@ -1,4 +1,4 @@
-"""What the Kubernetes client counts for /metrics (platform/telemetry.py KubeStats), against the
+"""What the Kubernetes client counts for /metrics (platform/model/telemetry.py KubeStats), against the
 real API server: every request by verb, resource kind and answer, with its latency; a watch
 counted when it starts; no answer at all counted as `none`. Watches end on their timeout and
 are counted as such by the informer."""
@@ -11,15 +11,15 @@ import ssl
 import pytest
 
 from tests.support import eventually, free_port
-from userland.platform.informer import Informer
-from userland.platform.kube import (
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import (
     AlreadyExists,
     KubeClient,
     NotFound,
     Resource,
     TemporaryError,
 )
-from userland.platform.kubeconfig import cluster_access
+from userland.platform.clients.kubeconfig import cluster_access
 
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 
@@ -52,7 +52,7 @@ async def test_requests_are_counted_by_verb_kind_and_answer(control_plane: objec
 
 
 async def test_a_request_nobody_answers_is_counted_as_none() -> None:
-    from userland.platform.kubeconfig import ClusterAccess
+    from userland.platform.clients.kubeconfig import ClusterAccess
 
     async def no_token() -> None:
         return None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient, PermanentError
+from userland.platform.clients.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient, PermanentError
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = "/usr/bin/kubectl"
@@ -58,10 +58,23 @@ CAN_I = [
     ("gateway", "create", "services", "", CLASSROOM, False),
     ("gateway", "get", "pods", "", CLASSROOM, False),
     ("gateway", "get", "secrets", "", CLASSROOM, False),
+    # LTI, in its namespace only: registrations read, their status written, the key Secret.
+    ("gateway", "watch", "ltiregistrations.userland.dev", "", SYSTEM, True),
+    ("gateway", "patch", "ltiregistrations.userland.dev", "status", SYSTEM, True),
+    ("gateway", "patch", "ltiregistrations.userland.dev", "", SYSTEM, False),
+    ("gateway", "create", "ltiregistrations.userland.dev", "", SYSTEM, True),  # Dynamic Registration
+    ("gateway", "delete", "ltiregistrations.userland.dev", "", SYSTEM, False),
+    ("gateway", "watch", "ltiregistrations.userland.dev", "", CLASSROOM, False),
+    ("gateway", "list", "secrets", "", SYSTEM, False),
+    ("gateway", "create", "secrets", "", SYSTEM, True),
+    ("gateway", "delete", "secrets", "", SYSTEM, False),
+    ("gateway", "update", "secrets", "", SYSTEM, False),
     # operator: owns the children, writes status, never Pods, Secrets or Userland specs.
     ("operator", "create", "deployments.apps", "", CLASSROOM, True),
     ("operator", "delete", "deployments.apps", "", CLASSROOM, True),
     ("operator", "patch", "deployments.apps", "status", CLASSROOM, False),
+    ("operator", "create", "daemonsets.apps", "", CLASSROOM, True),
+    ("operator", "patch", "daemonsets.apps", "status", CLASSROOM, False),
     ("operator", "create", "services", "", CLASSROOM, True),
     ("operator", "create", "persistentvolumeclaims", "", CLASSROOM, True),
     ("operator", "delete", "persistentvolumeclaims", "", CLASSROOM, True),
@@ -138,6 +151,9 @@ GRANTS = {
         "assignments.userland.dev": READ,
         "assignments.userland.dev/status": {"patch", "update"},
         "assignments.userland.dev/finalizers": {"update"},
+        # A Template's image pullers (docs/capacity.md), owned by it.
+        "daemonsets.apps": READ | {"create", "update", "delete"},
+        "templates.userland.dev/finalizers": {"update"},
     },
 }
 GRANTS[("operator", SYSTEM)] = {**GRANTS[("operator", CLASSROOM)],
@@ -220,8 +236,8 @@ async def test_operator_works_with_only_its_own_rbac(
     from tests.support import eventually
     from tests.support.objects import template_body, userland_body
     from userland.operator.controller import Controller
-    from userland.platform.kube import PVCS, SERVICES, NotFound
-    from userland.platform.settings import Settings
+    from userland.platform.clients.kube import PVCS, SERVICES, NotFound
+    from userland.platform.model.settings import Settings
 
     await kube.create(TEMPLATES, namespace, template_body(
         "scratch", storage={"size": "1Gi", "mountPath": "/work", "reclaimPolicy": "Delete"}))

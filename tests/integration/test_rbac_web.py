@@ -17,7 +17,7 @@ import pytest
 
 from tests.web.course_support import apply_rbac, kubectl, make_course, web_client
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import (
+from userland.platform.clients.kube import (
     DEPLOYMENTS,
     EVENTS,
     NAMESPACES,

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.runner import running
 from userland.local.runner import LocalRunner
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 
 
 @pytest.fixture

@@ -32,6 +32,9 @@ import pytest
 
 from tests.support import free_port
 
+# The real apps, installed by `make local-apps`, run here as a student would run them.
+pytestmark = pytest.mark.apps
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install-local-apps.sh"
 START_TIMEOUT = 90.0  # seconds; a deadline to fail with a message, not a measurement

@@ -14,13 +14,14 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support import eventually, free_port
+from tests.support import MUST_COMPLETE, eventually, free_port
 from tests.support.make_run import (
     HTML,
-    STARTUP_TIMEOUT,
+    broken_banner_urls,
     browser,
     descendants,
     dev_login,
@@ -28,8 +29,12 @@ from tests.support.make_run import (
     mentioning,
     read_until_ready,
     still_running,
+    stop_local,
 )
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import DAEMONSETS, TEMPLATES, USERLANDS, KubeClient
+
+# Each test starts `userland local` itself (tests/support/make_run.py), not through a fixture.
+pytestmark = pytest.mark.make_run
 
 __all__ = ["HTML", "browser", "read_until_ready"]  # bench/ and older tests import them from here
 
@@ -49,7 +54,7 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
     lines: list[str] = []
     started: dict[int, str] = {}
     try:
-        await asyncio.wait_for(read_until_ready(process, lines), STARTUP_TIMEOUT)
+        await read_until_ready(process, lines, stderr=tmp_path / "stderr")
         output = "".join(lines)
         assert f"Open        http://demo.localhost:{port}/" in output
         assert f"such as http://alice.demo.localhost:{port}/" in output
@@ -59,9 +64,20 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
         # environments are served by the runner itself)
         assert len(started) >= 7, started
         assert "Web UI      " in output and "teacher (instructor" in output and "admin (admin)" in output
+        # Every address the banner sends a newcomer to answers (none is a 404 or an error).
+        assert await broken_banner_urls(output) == [], output
         # The operator reports where each student reaches their environment.
         async with await KubeClient.connect(str(state_dir / "kubeconfig")) as kube:
             status = (await kube.get(USERLANDS, "classroom", "demo-alice")).get("status") or {}
+
+            # Nothing to pull onto nodes here, and the Template says so (docs/capacity.md).
+            async def images_local() -> dict[str, Any] | None:
+                template = (await kube.get(TEMPLATES, "classroom", "demo")).get("status") or {}
+                found = [c for c in template.get("conditions") or [] if c["type"] == "ImagesPulled"]
+                return found[0] if found and found[0]["reason"] == "ImagesLocal" else None
+            images = await eventually(images_local)
+            assert (images["status"], images["message"]) == ("True", "images are local: nothing to pull")
+            assert (await kube.list(DAEMONSETS, "classroom"))["items"] == []
         alice_origin = f"http://alice.demo.localhost:{port}"
         assert status.get("url") == f"{alice_origin}/", status
 
@@ -118,14 +134,15 @@ async def test_make_run_end_to_end(tmp_path: Path) -> None:
             async with response:
                 assert response.status == 403
                 assert "alice" not in await response.text()
+
+        # `kill -USR1` prints where every thread is (for a start or a stop that hangs), and
+        # nothing else happens: Ctrl-C below still ends it cleanly.
+        process.send_signal(signal.SIGUSR1)
+        await eventually(lambda: "most recent call first" in (tmp_path / "stderr").read_text(),
+                         timeout=MUST_COMPLETE)
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
-            try:
-                await asyncio.wait_for(process.wait(), 40)
-            except TimeoutError:
-                os.killpg(process.pid, signal.SIGKILL)
-                raise
+        # SIGINT, what Ctrl-C in the terminal sends
+        await stop_local(process, lines, state_dir, stderr=tmp_path / "stderr")
     assert process.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
     assert still_running(started) == [], "left running after Ctrl-C"
     assert mentioning(str(state_dir)) == []
@@ -158,7 +175,7 @@ async def test_make_run_with_the_real_apps_leaves_nothing_running(tmp_path: Path
     )
     lines: list[str] = []
     try:
-        await asyncio.wait_for(read_until_ready(process, lines), STARTUP_TIMEOUT)
+        await read_until_ready(process, lines, stderr=tmp_path / "stderr")
         # Both students' phpMyAdmins serve, each a `php -S` with its workers.
 
         def php_servers() -> dict[int, str]:
@@ -166,19 +183,19 @@ async def test_make_run_with_the_real_apps_leaves_nothing_running(tmp_path: Path
             servers = {pid: cmd for pid, cmd in running.items() if cmd.startswith("php -S ")}
             return servers if len(servers) >= 2 * 5 else {}
 
-        servers = await eventually(php_servers, timeout=120, interval=0.5)
+        servers = await eventually(php_servers, timeout=MUST_COMPLETE, interval=0.5)
         assert len({cmd.split()[2] for cmd in servers.values()}) == 2  # two Pods' addresses
         started = descendants(process.pid)  # the control plane, the services, every environment
         assert set(servers) <= set(started)
         process.send_signal(signum)
-        await asyncio.wait_for(process.wait(), 60)
+        await asyncio.wait_for(process.wait(), MUST_COMPLETE)
         if signum == signal.SIGINT:
             assert process.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
         # Killed outright, its reaper stops the environments a moment later (a minute at most:
         # on a machine loaded tenfold by other suites, 30 s once was not enough).
-        await eventually(lambda: environment_processes(state_dir) == {}, timeout=60, interval=0.2,
+        await eventually(lambda: environment_processes(state_dir) == {}, timeout=MUST_COMPLETE, interval=0.2,
                          explain=lambda: f"still running: {environment_processes(state_dir)}")
-        await eventually(lambda: still_running(started) == [], timeout=30, interval=0.2)
+        await eventually(lambda: still_running(started) == [], timeout=MUST_COMPLETE, interval=0.2)
         assert mentioning(str(state_dir)) == []
     finally:
         if process.returncode is None:

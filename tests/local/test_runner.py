@@ -1,7 +1,7 @@
 """The local runner against the real control plane: it plays the kubelet for the Pods the real
 deployment and replicaset controllers make.
 
-The Deployments and Services are made with the operator's own builders (operator/builders.py),
+The Deployments and Services are made with the operator's own builders (operator/rules/builders.py),
 from a Userland object and a Template model, as the operator makes them. Real: the control
 plane, the processes (Debian's python3 and sh as stand-ins for the apps), the runner's
 unprivileged user when the tests run as root, /proc, the cgroups.
@@ -25,14 +25,23 @@ import pytest
 
 from tests.support import eventually, free_port
 from tests.support.objects import userland_body
-from tests.support.pods import alive, container_state
+from tests.support.pods import container_state
+from tests.support.procs import alive
 from userland.local import mountns
 from userland.local.runner import LocalRunner
 from userland.local.users import environment_user
-from userland.operator import builders
-from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, EVENTS, PODS, SERVICES, USERLANDS, KubeClient, NotFound
-from userland.platform.models import Template, Userland
+from userland.operator.rules import builders
+from userland.platform.clients.kube import (
+    DEPLOYMENTS,
+    EVENTS,
+    PODS,
+    SERVICES,
+    USERLANDS,
+    KubeClient,
+    NotFound,
+)
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
 
 JSON = dict[str, Any]
 PY = "/usr/bin/python3"  # Debian's: reachable by the environments' unprivileged user
@@ -292,9 +301,15 @@ async def test_a_bind_beyond_loopback_is_stopped_and_said(
     pod = await eventually(refused, timeout=30)
     message = container_state(pod, "ide")["lastState"]["terminated"]["message"]
     assert f"0.0.0.0:{port}" in message and "loopback" in message
-    assert await annotation(kube, namespace, "ide-erin-svc") is None
     # A container without a readiness probe is Ready the moment it runs (as a kubelet has it),
-    # so the Deployment may count it available for a moment; once stopped it must not stay so.
+    # so its Service may route to it and the Deployment count it available for a moment (each
+    # restart runs it again until the check stops it, sooner on a loaded machine); once stopped
+    # neither may stay so.
+
+    async def not_routed() -> bool:
+        return await annotation(kube, namespace, "ide-erin-svc") is None
+
+    assert await eventually(not_routed, timeout=30)
 
     async def unavailable() -> bool:
         return not await available(kube, namespace, "ide-erin")
@@ -496,12 +511,18 @@ async def test_every_process_of_a_container_stops_on_restart_deletion_and_stop(
     assert list((tmp_path / "processes").glob("*.json")) == []
 
 
+# The runner as `userland local` runs it, but bare: no handler of its own for SIGHUP, so a
+# closed terminal ends it by the signal's default action. That default is set here, not
+# inherited: a suite started under `nohup` (or anything else that ignores SIGHUP) passes the
+# ignored disposition on through exec, and the runner would then never end.
 RUNNER = """
-import asyncio, sys
+import asyncio, signal, sys
 from pathlib import Path
 from userland.local.runner import LocalRunner
 from userland.local.users import environment_user
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
+
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 async def main():
     kube = await KubeClient.connect(sys.argv[1])
@@ -527,12 +548,17 @@ async def test_a_runner_that_dies_leaves_nothing_running(
         await add_environment(kube, namespace, "lee", "ide", forker(marker, escape=True))
         await eventually(lambda: roles(marker) == {"program", "worker", "grouped", "escapee"}, timeout=60)
         process.send_signal(signum)
-        await process.wait()
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            raise AssertionError(f"the runner did not end on signal {signum}") from None
         await eventually(lambda: marked(marker) == {}, timeout=30)
         # The reaper forgets each container once all of it is gone.
         await eventually(lambda: list((tmp_path / "processes").glob("*.json")) == [], timeout=10)
-        reaper_log = (tmp_path / "logs" / "reaper.log").read_text()
-        assert "stopped them" in reaper_log, reaper_log
+        # Its summary line comes after the last ledger entry is gone: waited for, not read at once.
+        reaper_log = tmp_path / "logs" / "reaper.log"
+        assert await eventually(lambda: "stopped them" in reaper_log.read_text(), timeout=30), \
+            reaper_log.read_text()
     finally:
         if process.returncode is None:
             process.kill()

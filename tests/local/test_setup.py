@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import socket
 import subprocess
@@ -12,7 +14,7 @@ import pytest
 from userland.cli.main import main
 from userland.local.controlplane import DEFAULT_CACHE, free_port
 from userland.local.examples import add_student_command, demo_template, userland
-from userland.local.setup import LocalOptions, SetupError, preflight
+from userland.local.setup_options import LocalOptions, SetupError, preflight
 
 
 def test_busy_port_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,6 +36,7 @@ def test_missing_control_plane_binaries(tmp_path: Path) -> None:
         preflight(LocalOptions(state_dir=tmp_path, port=free_port(), k8s_cache=tmp_path / "none", env={}))
 
 
+@pytest.mark.control_plane  # preflight passes only where `make control-plane` has built it
 def test_half_configured_github_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SetupError, match="USERLAND_GITHUB_CLIENT_SECRET"):
         preflight(LocalOptions(state_dir=tmp_path, port=free_port(), k8s_cache=DEFAULT_CACHE,
@@ -43,6 +46,23 @@ def test_half_configured_github_is_refused(tmp_path: Path) -> None:
 def test_invalid_student_login(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["local", "--students", "alice,-bad-"]) == 2
     assert "--students" in capsys.readouterr().err
+
+
+def test_an_idle_time_that_is_no_duration_is_one_clear_line(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["local", "--idle", "soon", "--state-dir", str(tmp_path / "state")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "userland local: --idle 'soon' is not a duration: write it like 1m, 90s or 2h")
+    assert not (tmp_path / "state").exists()
+
+
+def test_make_run_passes_idle_through() -> None:
+    """`make run IDLE=1m` runs `userland local --idle 1m` (make's dry run prints the command)."""
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run(["make", "-n", "-C", str(repo), "run", "IDLE=1m", "SKIP_APPS=1"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert ".venv/bin/userland local --idle 1m" in result.stdout, result.stdout
 
 
 def test_examples_route_the_demo_by_host_and_name_like_the_web_ui() -> None:
@@ -59,6 +79,7 @@ def _in_time_wait(port: int) -> bool:
     return any(row.split()[1] == local and row.split()[3] == "06" for row in rows)
 
 
+@pytest.mark.control_plane  # preflight passes only where `make control-plane` has built it
 def test_a_port_left_in_time_wait_is_free(tmp_path: Path) -> None:
     """The previous `make run` stopped a moment ago: its port has connections in TIME_WAIT,
     which the gateway's own listener (SO_REUSEADDR) does not mind; neither may the check."""
@@ -92,3 +113,41 @@ def test_make_run_takes_a_port(tmp_path: Path) -> None:
     default = subprocess.run(["make", "-n", "-s", "-C", str(repo), "run"], capture_output=True,
                              text=True, check=True, env=env).stdout
     assert "userland local" in default and "--port" not in default
+
+
+async def test_a_part_that_does_not_stop_is_logged_with_its_stack_and_left(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Ctrl-C ends `userland local` whatever one part does: a runner task that ignores its
+    cancellation is waited for `limit` seconds, then logged (where it is stuck) and left."""
+    from userland.local.setup import _within
+
+    async def stubborn() -> None:
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue  # a cleanup that never ends, as a hung process wait would be
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    task.cancel()
+    with caplog.at_level(logging.WARNING, logger="userland.local.setup"):
+        await _within(task, 0.2, "the local runner and its environments")
+    assert not task.done()
+    [record] = [r for r in caplog.records
+                if r.getMessage() == "a part did not stop in time: going on without it"]
+    assert record.__dict__["part"] == "the local runner and its environments"
+    assert "stubborn" in record.__dict__["stack"] and "asyncio.sleep(3600)" in record.__dict__["stack"]
+    task.get_coro().close()  # type: ignore[union-attr]
+
+
+async def test_a_part_that_stops_is_waited_for_and_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    from userland.local.setup import _within
+
+    task = asyncio.create_task(asyncio.sleep(3600))
+    await asyncio.sleep(0)
+    task.cancel()
+    with caplog.at_level(logging.INFO, logger="userland.local.setup"):
+        await _within(task, 30, "the local runner and its environments")
+    assert task.cancelled()
+    assert caplog.records == []

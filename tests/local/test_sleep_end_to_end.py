@@ -26,10 +26,13 @@ import pytest
 
 from tests.support import free_port
 from tests.support.make_run import HTML, browser, sign_in, userland_local
-from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.models import parse_time
+from userland.platform.clients.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.models import parse_time
 from userland.proxy.websocket import CLOSE_NOT_RUNNING
+
+# The test starts `userland local` itself (tests/support/make_run.py), not through a fixture.
+pytestmark = pytest.mark.make_run
 
 NAMESPACE = "classroom"
 STUDENTS = ("alice", "bob", "carol", "dave")

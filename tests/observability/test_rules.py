@@ -174,10 +174,11 @@ def test_the_component_in_an_overlay(tmp_path: Path) -> None:
         "resources": ["base"], "components": ["observability"]}))
     docs = _kustomize(tmp_path)
     # The overlay sets no namespace: the component's objects name the base's themselves.
-    cluster_wide = ("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding")
+    cluster_wide = ("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+                    "PriorityClass")
     assert all(d["metadata"]["namespace"] == "userland-system" for d in docs if d["kind"] not in cluster_wide)
     monitors = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PodMonitor"}
-    assert set(monitors) == {"userland-operator", "userland-gateway", "userland-web"}
+    assert set(monitors) == {"userland-operator", "userland-gateway", "userland-web", "userland-store"}
     for name, monitor in monitors.items():
         assert monitor["metadata"]["namespace"] == "userland-system"
         (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name]

@@ -1,7 +1,8 @@
 """Operator tests. Real: the kube-apiserver, etcd and the controller-manager (garbage
 collector, deployment and replicaset controllers) from tests/conftest.py. Nothing is faked;
 with no kubelet, `make_pods_ready` patches Pod status as a kubelet would, and the real
-controllers then report the Deployment available.
+controllers then report the Deployment available. There is no DaemonSet controller either:
+the operator runs with `image_pull_wait_seconds=0` unless a test asks otherwise.
 
 `run_operator` runs the project's Controller in this process, scoped to the test's namespace.
 """
@@ -17,8 +18,8 @@ import pytest
 
 from tests.operator.support import Cluster, OperatorRunner
 from userland.operator.controller import Controller
-from userland.platform.kube import KubeClient
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import KubeClient
+from userland.platform.model.settings import Settings
 
 
 @pytest.fixture
@@ -35,8 +36,12 @@ def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
     async def run(namespaces: tuple[str, ...] = (), settings_extra: dict[str, Any] | None = None,
                   **kwargs: Any) -> AsyncIterator[Controller]:
         client = await KubeClient.connect(str(control_plane.kubeconfig))
+        # No DaemonSet controller here counts the image pullers' nodes, so a Template's new image
+        # would never be "on the nodes": environments roll at once unless a test (of that wait,
+        # tests/operator/test_capacity.py) asks for it.
+        extra = {"image_pull_wait_seconds": 0, **(settings_extra or {})}
         settings = Settings(namespaces=namespaces or (namespace,), public_url="https://userland.example.edu",
-                            **(settings_extra or {}))
+                            **extra)
         controller = Controller(client, settings, **{"workers": 4, **kwargs})
         tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
         try:

@@ -13,8 +13,8 @@ from tests.support import eventually
 from tests.support.objects import template_body, userland_body
 from userland.operator.controller import Controller
 from userland.operator.indexes import USERLAND
-from userland.platform.informer import version_number
-from userland.platform.kube import PODS, TEMPLATES, USERLANDS, KubeClient, NotFound, Resource
+from userland.platform.clients.informer import version_number
+from userland.platform.clients.kube import PODS, TEMPLATES, USERLANDS, KubeClient, NotFound, Resource
 
 JSON = dict[str, Any]
 __all__ = ["Cluster", "OperatorRunner", "caught_up", "eventually", "exists", "get_or_none", "gone",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from tests.operator.support import Cluster, OperatorRunner, get_or_none
 from tests.support import eventually
-from userland.platform import naming
-from userland.platform.kube import (
+from userland.platform.clients.kube import (
     DEPLOYMENTS,
     NETWORK_POLICIES,
     PVCS,
@@ -14,6 +13,7 @@ from userland.platform.kube import (
     USERLANDS,
     KubeClient,
 )
+from userland.platform.model import naming
 
 
 async def test_children_have_the_contracted_names_labels_owner_port_and_user(
@@ -87,15 +87,17 @@ async def test_long_names_are_valid_dns_labels_and_distinct(
         await cluster.create_userland(user, template, name=f"long-{i}")
     async with run_operator():
 
-        async def both() -> list[dict]:
-            items = (await kube.list(DEPLOYMENTS, namespace))["items"]
-            return items if len(items) == 2 else []
+        # The operator writes each Userland's Deployment, then its Service: wait for all four,
+        # not for the Deployments alone (the second Service may not exist yet when they do).
+        async def children() -> tuple[list[dict], list[dict]] | None:
+            deployments = (await kube.list(DEPLOYMENTS, namespace))["items"]
+            services = (await kube.list(SERVICES, namespace))["items"]
+            return (deployments, services) if len(deployments) == 2 and len(services) == 2 else None
 
-        deployments = await eventually(both)
+        deployments, services = await eventually(children)
     names = {d["metadata"]["name"] for d in deployments}
     assert len(names) == 2
     assert all(naming.is_valid_dns_label(n) and naming.is_valid_dns_label(n + "-svc") for n in names)
-    services = (await kube.list(SERVICES, namespace))["items"]
     assert {s["metadata"]["name"] for s in services} == {n + "-svc" for n in names}
 
 

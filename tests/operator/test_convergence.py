@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.operator.support import Cluster, OperatorRunner, caught_up
 from tests.support import eventually
-from userland.platform.kube import DEPLOYMENTS, EVENTS, SERVICES, USERLANDS, KubeClient
+from userland.platform.clients.kube import DEPLOYMENTS, EVENTS, SERVICES, USERLANDS, KubeClient
 
 USERS = [f"student{i:02d}" for i in range(40)]
 

@@ -6,8 +6,7 @@ from tests.operator.support import Cluster, OperatorRunner, exists, gone
 from tests.support import eventually
 from tests.support.clock import ManualClock
 from tests.support.objects import template_body
-from userland.platform import naming
-from userland.platform.kube import (
+from userland.platform.clients.kube import (
     DEPLOYMENTS,
     EVENTS,
     PVCS,
@@ -17,6 +16,7 @@ from userland.platform.kube import (
     KubeClient,
     NotFound,
 )
+from userland.platform.model import naming
 
 
 async def test_delete_collects_children_and_keeps_the_claim(

@@ -14,11 +14,11 @@ from tests.operator.support import Cluster, OperatorRunner
 from tests.support import eventually
 from tests.support.objects import template_body, userland_body
 from tests.web.support import make_course
-from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import DEPLOYMENTS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
 from userland.proxy.routes_cache import RoutingCache
 from userland.web.actions import add_students
-from userland.web.roster import RosterRow
+from userland.web.rules.roster import RosterRow
 from userland.web.state import running
 
 

@@ -18,8 +18,8 @@ from tests.support.clock import ManualClock
 from tests.support.metrics import Samples, parse
 from tests.support.metrics import value as sample
 from userland.operator.controller import Controller
-from userland.platform import naming
-from userland.platform.kube import PODS, USERLANDS, KubeClient, Resource
+from userland.platform.clients.kube import PODS, USERLANDS, KubeClient, Resource
+from userland.platform.model import naming
 
 QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 
@@ -191,12 +191,19 @@ async def test_sleeps_wakes_and_the_time_from_the_wake_request_to_ready(
 
 async def test_an_environment_waiting_for_its_template_is_the_course_s_longest_wait(
         cluster: Cluster, namespace: str, run_operator: OperatorRunner) -> None:
-    clock = ManualClock(datetime.now(UTC) + timedelta(seconds=1))
     await cluster.create_userland("ann", "later")
+    # The operator's clock starts after the creation, however long the API server took to make it
+    # (started before it, a slow create left less than 400 s of waiting on that clock).
+    clock = ManualClock(datetime.now(UTC) + timedelta(seconds=1))
     async with run_operator(clock=clock) as controller:
         await eventually(lambda: phase(cluster, "later-ann", "Pending", "TemplateNotFound"))
         await eventually(lambda: value(controller, "userland_environments_failing", course=namespace,
                                        template="later", reason="config") == 1)
+        # The census reads the watch cache, which can have the status write before the worker that
+        # made it has recorded the wait (after the write's answer): the wait is read once it is
+        # there (a second or more already: the clock is ahead of the creation).
+        await eventually(lambda: value(controller, "userland_environment_wait_longest_seconds",
+                                       course=namespace) >= 1)
         # Counted from the Userland's creation, on the operator's clock.
         clock.advance(400)
         assert 400 <= value(controller, "userland_environment_wait_longest_seconds", course=namespace) < 460

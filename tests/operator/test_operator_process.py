@@ -15,7 +15,7 @@ import pytest
 
 from tests.operator.support import Cluster, exists
 from tests.support import eventually, free_port
-from userland.platform.kube import DEPLOYMENTS, LEASES, KubeClient, NotFound
+from userland.platform.clients.kube import DEPLOYMENTS, LEASES, KubeClient, NotFound
 
 
 class OperatorProcess:

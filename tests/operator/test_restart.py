@@ -12,8 +12,8 @@ from typing import Any
 from tests.operator.support import Cluster, OperatorRunner
 from tests.support import eventually
 from userland.operator.controller import Controller
-from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, USERLANDS, KubeClient, Resource
+from userland.platform.clients.kube import DEPLOYMENTS, USERLANDS, KubeClient, Resource
+from userland.platform.model import naming
 
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
 SELECTOR = "userland.dev/user=koba1t,userland.dev/template=vscode"

@@ -1,5 +1,5 @@
 """Two Templates claiming one route: reported on both, on the unrouted one's Userlands, and the
-gateway's routing table agrees (platform/routes.py decides for both). Real: the API server, the
+gateway's routing table agrees (platform/model/routes.py decides for both). Real: the API server, the
 operator's Controller and the gateway's RoutingCache watching it."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from tests.operator.support import Cluster, OperatorRunner
 from tests.support import eventually
 from tests.support.objects import template_body, userland_body
-from userland.platform.kube import EVENTS, NAMESPACES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import EVENTS, NAMESPACES, TEMPLATES, USERLANDS, KubeClient
 from userland.proxy.routes_cache import RoutingCache
-from userland.proxy.routing import route_for
+from userland.proxy.rules.routing import route_for
 
 JSON = dict[str, Any]
 

@@ -17,8 +17,8 @@ from typing import Any
 from tests.operator.support import Cluster, OperatorRunner, reconciled_since
 from tests.support import eventually
 from tests.support.clock import ManualClock
-from userland.platform import naming
-from userland.platform.kube import DEPLOYMENTS, EVENTS, PODS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import DEPLOYMENTS, EVENTS, PODS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
 
 
 def now_stamp(offset: float = 0) -> str:

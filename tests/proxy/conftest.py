@@ -28,10 +28,10 @@ from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestClient, TestServer
 
 from userland.auth.origin_sessions import OriginSessions
-from userland.platform import naming
-from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.sessions import RedisSessionStore, Session
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.sessions import RedisSessionStore, Session
+from userland.platform.model import naming
+from userland.platform.model.settings import Settings
 from userland.proxy.app import GATEWAY, RUNNER_KWARGS, create_app, create_internal_app
 
 SECRET = "s" * 40

@@ -4,8 +4,10 @@ its own so that the attacker, the gateway and the upstreams do not share one cor
 - `Upstream`: a tiny HTTP/1.1 keep-alive server on asyncio protocols that answers every request
   `200` with `user=<the X-User it received>`: the web UI's and a student environment's stand-in
   (they are not what is attacked, and must never be the bottleneck);
-- `attack`: N concurrent loops, each sending requests as fast as answers come, for S seconds;
-  every request a fresh random session cookie (or a login start), counted by status.
+- `attack`: N concurrent loops, each sending requests as fast as answers come, for S seconds and
+  at least M requests in all (a loaded machine's attacker sends fewer a second: it goes on until
+  the flood is the size the test means); every request a fresh random session cookie (or a login
+  start), counted by status.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class Target:
     random_path: bool = False
 
 
-async def _attack(port: int, targets: list[Target], loops: int, seconds: float) -> dict[str, Any]:
+async def _attack(port: int, targets: list[Target], loops: int, seconds: float, at_least: int
+                  ) -> dict[str, Any]:
     statuses: Counter[str] = Counter()
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=30)
@@ -102,7 +105,7 @@ async def _attack(port: int, targets: list[Target], loops: int, seconds: float) 
         deadline = time.monotonic() + seconds
 
         async def loop(target: Target) -> None:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline or sum(statuses.values()) < at_least:
                 headers = {"Host": target.host, "Accept": "text/html"}
                 if target.cookie:
                     headers["Cookie"] = f"{target.cookie}={secrets.token_urlsafe(32)}"
@@ -119,24 +122,28 @@ async def _attack(port: int, targets: list[Target], loops: int, seconds: float) 
     return {"statuses": dict(statuses), "requests": sum(statuses.values()), "seconds": seconds}
 
 
-def _attack_main(port: int, targets: list[Target], loops: int, seconds: float, out: Any) -> None:
+def _attack_main(port: int, targets: list[Target], loops: int, seconds: float, at_least: int,
+                 out: Any) -> None:
     _use_uvloop()
-    out.put(asyncio.run(_attack(port, targets, loops, seconds)))
+    out.put(asyncio.run(_attack(port, targets, loops, seconds, at_least)))
 
 
 class Attack:
-    """`loops` concurrent loops over `targets` for `seconds`, in a process of its own."""
+    """`loops` concurrent loops over `targets` for `seconds` and `at_least` requests, in a process
+    of its own."""
 
-    def __init__(self, port: int, targets: list[Target], loops: int, seconds: float) -> None:
+    def __init__(self, port: int, targets: list[Target], loops: int, seconds: float, *,
+                 at_least: int = 0) -> None:
         context = multiprocessing.get_context("spawn")
         self.queue = context.Queue()
         self.seconds = seconds
-        self.process = context.Process(target=_attack_main, args=(port, targets, loops, seconds, self.queue))
+        self.process = context.Process(target=_attack_main,
+                                       args=(port, targets, loops, seconds, at_least, self.queue))
         self.process.start()
 
     def result(self) -> dict[str, Any]:
         try:
-            found: dict[str, Any] = self.queue.get(timeout=self.seconds + 60)
+            found: dict[str, Any] = self.queue.get(timeout=self.seconds + 300)
             return found
         finally:
             self.process.join(10)

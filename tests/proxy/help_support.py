@@ -26,14 +26,14 @@ import redis.asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support import eventually
-from userland.platform import identity
-from userland.platform.grant_store import GrantStore
-from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
-from userland.platform.sessions import RedisSessionStore, Session
-from userland.platform.settings import Settings
-from userland.web import security
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import NAMESPACES, USERLANDS, KubeClient
+from userland.platform.clients.sessions import RedisSessionStore, Session
+from userland.platform.model import identity
+from userland.platform.model.settings import Settings
 from userland.web.app import create_app as create_web_app
 from userland.web.app import create_internal_app
+from userland.web.rules import security
 
 from .conftest import (
     IDE_HOST,

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from userland.platform.logs import JsonFormatter
+from userland.platform.clients.logs import JsonFormatter
 from userland.proxy import accesslog
 
 

@@ -22,10 +22,11 @@ from aiohttp.test_utils import TestClient
 from multidict import CIMultiDict
 
 from tests.support import eventually
-from userland.platform.grant_store import GrantStore
-from userland.platform.identity import verify_identity
-from userland.platform.kube import NAMESPACES, KubeClient
-from userland.platform.sessions import RedisSessionStore, Session
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import NAMESPACES, KubeClient
+from userland.platform.clients.sessions import RedisSessionStore, Session
+from userland.platform.model.identity import verify_identity
+from userland.platform.model.keyspace import HANDOFF_PREFIX, HELP_REQUEST_PREFIX, pattern
 from userland.web.help_queue import ASKS_PER_WINDOW, JOINS_PER_WINDOW
 
 from .conftest import SECRET, EchoFactory, GatewayFactory, World
@@ -65,11 +66,12 @@ async def websocket(gw: TestClient[Any, Any], origin: str, cookie: str) -> aioht
     return ws
 
 
-async def test_ending_access_closes_staff_websockets_on_every_replica_within_5_seconds(
+async def test_ending_access_closes_staff_websockets_on_every_replica(
         lab: Lab, gateway_factory: GatewayFactory) -> None:
     """tina keeps a terminal open on each of two gateway replicas, and holds a handoff code she
-    has not redeemed yet; alice ends access. Both terminals close within 5 s, and neither replica
-    lets the cookie, the code or a new WebSocket in afterwards."""
+    has not redeemed yet; alice ends access. Both terminals close, and a long request is cut
+    before it ends by itself; neither replica lets the cookie, the code or a new WebSocket in
+    afterwards. (How soon, against the 5 s bound: bench/help_bench.py's "end".)"""
     second = await gateway_factory(web_url=lab.web_url, namespaces=(lab.namespace,))
 
     async def routed() -> bool:
@@ -99,17 +101,15 @@ async def test_ending_access_closes_staff_websockets_on_every_replica_within_5_s
 
     ended = await lab.post("alice", "/me/help/end", {"course": lab.namespace, "grant": grant.id})
     assert ended.status == 303
-    started = time.monotonic()
 
-    async def closed_after(ws: aiohttp.ClientWebSocketResponse) -> float:
-        message = await ws.receive(timeout=10)
+    async def closed(ws: aiohttp.ClientWebSocketResponse) -> None:
+        message = await ws.receive(timeout=60)
         while message.type not in CLOSED:  # nothing else is sent to it; just in case
-            message = await ws.receive(timeout=10)
-        return time.monotonic() - started
-    waited = await asyncio.gather(*(closed_after(ws) for ws in sockets))
-    assert max(waited) < 5.0, waited
-    with pytest.raises(aiohttp.ClientError):  # cut, not answered "slow done" 30 s later
-        await asyncio.wait_for(in_flight, timeout=5.0 - (time.monotonic() - started) + 0.5)
+            message = await ws.receive(timeout=60)
+    await asyncio.gather(*(closed(ws) for ws in sockets))
+    # The long request is cut, not answered "slow done" when its 30 s are up.
+    with pytest.raises(aiohttp.ClientError):
+        await in_flight
 
     reached = len(lab.echoes["alice"].requests)
     code_path = unredeemed.headers["Location"].split(".test", 1)[1]
@@ -130,6 +130,9 @@ async def test_a_students_page_cannot_use_up_the_staff_members_handoffs(lab: Lab
     after 30 of them every environment tina opened said "Too many sign-ins" for a minute."""
     await lab.ask("alice")
     assert (await lab.join("tina", "alice")).status == 303
+    # The worker's Redis is shared by its tests: codes an earlier test left (for their minute) are
+    # not this test's.
+    earlier = set(await redis_keys(lab, pattern(HANDOFF_PREFIX)))
     query = urlencode({"origin": ALICE, "next": "/"})
     for _ in range(40):
         image = await lab.gw.get(f"/auth/handoff?{query}", allow_redirects=False,
@@ -140,7 +143,8 @@ async def test_a_students_page_cannot_use_up_the_staff_members_handoffs(lab: Lab
             **lab.platform("tina"), "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": mode,
             "Sec-Fetch-Dest": dest})
         assert fetched.status == 403, (mode, fetched.status)
-    assert await redis_keys(lab, "userland:handoff:*") == []  # no code was issued for any of them
+    issued = set(await redis_keys(lab, pattern(HANDOFF_PREFIX))) - earlier
+    assert issued == set()  # no code was issued for any of them
     # tina's own page load (a navigation, from the dashboard's link) still signs her in.
     navigation = await lab.gw.get(f"/auth/handoff?{query}", allow_redirects=False, headers={
         **lab.platform("tina"), "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
@@ -208,7 +212,7 @@ async def test_a_student_spamming_help_keeps_one_request_and_staff_spamming_join
     for _ in range(10):
         cancelled = await lab.post("alice", "/me/help/cancel", {"course": lab.namespace})
         assert cancelled.status == 303
-    assert await redis_keys(lab, f"userland:help-request:{lab.namespace}:*") == []
+    assert await redis_keys(lab, pattern(HELP_REQUEST_PREFIX + lab.namespace + ":")) == []
     assert (await lab.ask("alice")).status == 429  # cancelling gave her no new asks
     tries = [(await lab.join("tina", "bob")).status for _ in range(10)]
     assert set(tries) == {403}

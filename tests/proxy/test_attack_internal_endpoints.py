@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 from userland.proxy.app import RUNNER_KWARGS, create_app, create_internal_app
 from userland.proxy.connections import ConnectionLimits, GatewayRunner
 

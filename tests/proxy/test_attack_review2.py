@@ -19,18 +19,18 @@ from typing import Any
 
 import redis.asyncio
 
-from userland.auth.origin_sessions import CODE_PREFIX, HANDOFF_CODES_PER_MINUTE, ORIGIN_PREFIX
-from userland.platform.sessions import SESSION_KEY_PREFIX
+from userland.auth.origin_sessions import HANDOFF_CODES_PER_MINUTE
+from userland.platform.model.keyspace import HANDOFF_PREFIX, ORIGIN_SESSION_PREFIX, session_key_of
 
 from .conftest import IDE_HOST, EchoFactory, GatewayFactory, World
 from .test_origins import ALICE, follow_handoff, host_of, location, platform
 
 
 async def _records_of(client: redis.asyncio.Redis, platform_cookie: str,
-                              prefix: str = ORIGIN_PREFIX) -> int:
+                              prefix: str = ORIGIN_SESSION_PREFIX) -> int:
     """How many records under `prefix` (origin sessions, or handoff codes) the platform session
     made: other tests' records may still be live in the same Redis."""
-    parent = SESSION_KEY_PREFIX + hashlib.sha256(platform_cookie.encode()).hexdigest()
+    parent = session_key_of(hashlib.sha256(platform_cookie.encode()).hexdigest())
     count = 0
     async for key in client.scan_iter(prefix + "*"):
         raw = await client.get(key)
@@ -90,7 +90,7 @@ async def test_unredeemed_handoff_codes_are_capped_per_session(
     assert "wait a minute" in await refused.text()
     client = redis.asyncio.from_url(redis_url)
     try:
-        assert await _records_of(client, alice, CODE_PREFIX) == HANDOFF_CODES_PER_MINUTE
+        assert await _records_of(client, alice, HANDOFF_PREFIX) == HANDOFF_CODES_PER_MINUTE
     finally:
         await client.aclose()
     # Another student is not affected, and alice's codes still work.

@@ -4,7 +4,7 @@ The web UI's CSRF token was an HMAC over the login and a 4-hour window, nothing 
 copied from a page before sign-out (by a lab neighbour, from a shared screen, from a page left
 in the browser's cache) was still good after sign-out, for anyone who later got that login's
 session (the next sign-in of the same student, a fixated session). The gateway now signs the
-session's id into the identity it gives the web UI (platform/identity.py `session_id`), and the
+session's id into the identity it gives the web UI (platform/model/identity.py `session_id`), and the
 token covers it: signing out ends every token of that session.
 
 What is real: the gateway (`create_app`, auth routes mounted), the web UI (`userland.web.app`
@@ -25,9 +25,9 @@ import pytest
 import redis.asyncio
 from aiohttp.test_utils import TestServer
 
-from userland.platform.kube import NAMESPACES, KubeClient
-from userland.platform.sessions import RedisSessionStore, Session
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import NAMESPACES, KubeClient
+from userland.platform.clients.sessions import RedisSessionStore, Session
+from userland.platform.model.settings import Settings
 from userland.web.app import create_app as create_web_app
 
 from .conftest import PUBLIC_HOST, PUBLIC_URL, SECRET, GatewayFactory

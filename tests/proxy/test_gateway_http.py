@@ -14,8 +14,8 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from tests.support import eventually
-from userland.platform import identity, naming
-from userland.platform.kube import SERVICES, USERLANDS, KubeClient
+from userland.platform.clients.kube import SERVICES, USERLANDS, KubeClient
+from userland.platform.model import identity, naming
 
 from .conftest import (
     IDE_HOST,

@@ -14,7 +14,7 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,10 @@ import redis.asyncio
 
 from tests.support import eventually
 from userland.local.redisserver import redis_server
-from userland.platform.sessions import RedisSessionStore, Session
+from userland.platform.clients.redis_pool import connect_redis
+from userland.platform.clients.sessions import RedisSessionStore, Session
 from userland.proxy.app import SESSION_CACHE
+from userland.proxy.session_cache import MISSED_PINGS, PING_INTERVAL, SessionCache
 
 from .conftest import PUBLIC_HOST, EchoFactory, GatewayFactory, World
 
@@ -64,7 +66,7 @@ async def _save(url: str, login: str) -> str:
 
 async def test_with_redis_gone_a_cached_session_gets_503_at_once(
         world: World, echo_factory: EchoFactory, gateway_factory: GatewayFactory,
-        own_redis: tuple[str, Path]) -> None:
+        own_redis: tuple[str, Path], caplog: pytest.LogCaptureFixture) -> None:
     url, state = own_redis
     echo = await echo_factory("alice")
     await world.template("vscode", host=IDE_HOST)
@@ -76,10 +78,15 @@ async def test_with_redis_gone_a_cached_session_gets_503_at_once(
     headers = {"Host": PUBLIC_HOST, "Cookie": f"{COOKIE}={cookie_id}"}
     assert (await gw.get("/", headers=headers)).status == 200  # the session is cached now
     assert len(cache) == 1
-    os.kill(int((state / "redis.pid").read_text()), signal.SIGKILL)
-    await eventually(lambda: _port_closed(url))
-    # The gateway learns it when the channel's connection closes: one turn of its event loop.
-    await asyncio.sleep(0.02)
+    with caplog.at_level("WARNING", logger="userland.proxy.session_cache"):
+        os.kill(int((state / "redis.pid").read_text()), signal.SIGKILL)
+        await eventually(lambda: _port_closed(url))
+        # The gateway learns it when the channel's connection closes (not from pings going
+        # unanswered, which take three intervals): waited for, not guessed at by a sleep.
+        await eventually(lambda: not cache.serving)
+    lost = [r for r in caplog.records if r.getMessage().startswith("session invalidation channel lost")]
+    # (Each of the gateway's caches, platform and origin sessions, has its channel.)
+    assert lost and {getattr(r, "error", None) for r in lost} == {"ConnectionError"}, lost
     killed = time.monotonic()
     statuses = []
     while time.monotonic() - killed < 1.2:  # longer than the cache's TTL
@@ -132,7 +139,9 @@ async def test_a_logout_on_one_replica_is_refused_by_the_other_at_once(
                           headers={"Host": PUBLIC_HOST, "Cookie": f"{COOKIE}={cookie_id}"},
                           allow_redirects=False)
     assert resp.status == 303  # on through the student's origins (their Clear-Site-Data)
-    await asyncio.sleep(0.05)  # the invalidation's way through Redis (the cache's TTL is 1 s)
+    # The invalidation's way through Redis, waited for: the other replica drops the entry when it
+    # hears of it (one that merely ran out of its 1 s TTL would stay until it is next looked up).
+    await eventually(lambda: len(two.app[SESSION_CACHE]) == 0)  # type: ignore[index]
     resp = await two.get("/", headers=headers, allow_redirects=False)
     # Signed out: the web UI gets the request without any identity.
     assert resp.status == 200 and len(echo.requests) == 3
@@ -162,11 +171,11 @@ async def test_the_cache_serves_again_once_redis_is_back(
         cache: Any = gw.app[SESSION_CACHE]  # type: ignore[index]
         await eventually(lambda: getattr(cache, "serving", True))  # (base commit: no such flag)
         os.kill(int((tmp_path / "r.pid").read_text()), signal.SIGKILL)
-        await eventually(lambda: not cache.serving, timeout=5)
+        await eventually(lambda: not cache.serving)
         (tmp_path / "r.pid").unlink(missing_ok=True)
         start()
         cookie_id = await _save(url, "alice")
-        await eventually(lambda: cache.serving, timeout=10)
+        await eventually(lambda: cache.serving)
         headers = {"Host": PUBLIC_HOST, "Cookie": f"{COOKIE}={cookie_id}"}
         assert (await gw.get("/", headers=headers)).status == 200
         assert len(cache) == 1
@@ -190,7 +199,7 @@ class _Lookup:
     async def __call__(self, request: Any) -> Session | None:
         self.calls += 1
         if self.down:
-            from userland.platform.sessions import SessionStoreUnavailable
+            from userland.platform.clients.sessions import SessionStoreUnavailable
             raise SessionStoreUnavailable("down")
         if self.clear_during is not None:
             import hashlib
@@ -220,7 +229,7 @@ async def test_a_session_cleared_while_its_lookup_is_in_flight_is_not_kept() -> 
 
 
 async def test_one_failed_lookup_empties_the_cache_and_stops_serving_until_one_succeeds() -> None:
-    from userland.platform.sessions import SessionStoreUnavailable
+    from userland.platform.clients.sessions import SessionStoreUnavailable
     from userland.proxy.session_cache import SessionCache
 
     lookup = _Lookup([])
@@ -236,3 +245,75 @@ async def test_one_failed_lookup_empties_the_cache_and_stops_serving_until_one_s
     lookup.down = False
     assert await cache(_request("abc")) is not None
     assert cache.serving
+
+
+@contextlib.asynccontextmanager
+async def listening_cache(url: str) -> AsyncIterator[SessionCache[Session]]:
+    """A session cache on its invalidation channel to the Redis at `url`, serving."""
+    async def lookup(_: object) -> None:
+        return None
+
+    client = connect_redis(url)
+    cache: SessionCache[Session] = SessionCache(lookup, COOKIE, redis_client=client)
+    lifetime = cache.running()
+    await lifetime.__anext__()
+    try:
+        await eventually(lambda: cache.serving)
+        yield cache
+    finally:
+        with contextlib.suppress(StopAsyncIteration):
+            await lifetime.__anext__()
+        await client.aclose()
+
+
+def _lost(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Why each "channel lost" said so (its error's kind)."""
+    return [str(getattr(r, "error", "")) for r in caplog.records
+            if r.getMessage().startswith("session invalidation channel lost")]
+
+
+@pytest.mark.redis  # its own redis-server
+async def test_a_redis_that_stops_answering_pings_turns_the_cache_off(
+        own_redis: tuple[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """Redis hangs (a partition: its connections stay open, nothing answers): the channel's
+    pings go unanswered, and the cache stops serving from memory by itself, no lookup needed."""
+    url, state = own_redis
+    async with listening_cache(url) as cache:
+        pid = int((state / "redis.pid").read_text())
+        with caplog.at_level("WARNING", logger="userland.proxy.session_cache"):
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                await eventually(lambda: not cache.serving)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        assert _lost(caplog) == ["TimeoutError"]
+
+
+@pytest.mark.redis  # its own redis-server
+async def test_a_gateway_whose_event_loop_lags_keeps_its_cache_while_redis_answers(
+        own_redis: tuple[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """A flood saturates the gateway: its event loop turns seconds apart. Redis answers every
+    ping all the while, so the cache stays on (it went off: the time since the last answer was
+    the gateway's own lag, and every request then asked Redis, under the very flood)."""
+    url, _ = own_redis
+    observer = redis.asyncio.from_url(url)
+    try:
+        async with listening_cache(url) as cache:
+            with caplog.at_level("WARNING", logger="userland.proxy.session_cache"):
+                # The loop stalls for longer than the unanswered pings take, as a saturated one does.
+                time.sleep(PING_INTERVAL * MISSED_PINGS + 1.5)  # noqa: ASYNC251
+                pings = await _pings(observer)
+                # Then runs: the channel pings again and hears the answers (Redis counts them).
+                await eventually(lambda: _more_pings(observer, pings + 2))
+                assert cache.serving
+            assert _lost(caplog) == []
+    finally:
+        await observer.aclose()
+
+
+async def _pings(observer: redis.asyncio.Redis) -> int:
+    return int((await observer.info("commandstats")).get("cmdstat_ping", {}).get("calls", 0))
+
+
+async def _more_pings(observer: redis.asyncio.Redis, wanted: int) -> bool:
+    return await _pings(observer) >= wanted

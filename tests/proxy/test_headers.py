@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict
 
-from userland.auth.origins import PLATFORM_COOKIES
-from userland.platform import identity
-from userland.proxy.headers import (
+from userland.auth.rules.origins import PLATFORM_COOKIES
+from userland.platform.model import identity
+from userland.proxy.rules.headers import (
     client_response_headers,
     strip_cookie,
     upstream_request_header_list,

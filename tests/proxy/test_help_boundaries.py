@@ -11,16 +11,18 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 import redis.asyncio
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestServer
 
 from tests.support import eventually
-from userland.platform.grant_store import GrantStore
-from userland.platform.kube import NAMESPACES, KubeClient
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import NAMESPACES, KubeClient
 
 from .conftest import EchoFactory, GatewayFactory, InternalOf, World
 from .help_support import HTML, Lab, make_course, origin_url, start_lab, text
@@ -120,7 +122,13 @@ async def test_instructors_open_anyone_only_where_the_course_allows_and_assistan
         "userland.dev/staff-access": "on-request"}}})
 
     async def refused() -> bool:
-        return (await lab.on_origin(origin_url("bob"), cookie, "/")).status == 401
+        try:
+            return (await lab.on_origin(origin_url("bob"), cookie, "/")).status == 401
+        except aiohttp.ServerDisconnectedError:
+            # A request let in by the gateway's cached session just as the grant ended has its
+            # connection closed (proxy/live.py): the grant is ending, not yet refused by the
+            # cache. Ask again; only a 401 answers the question.
+            return False
     await eventually(refused, timeout=30)
     assert await grants(lab) == []
 
@@ -196,4 +204,6 @@ async def test_a_grant_that_runs_out_closes_the_terminal_and_refuses_what_follow
     assert re.search(closed_line, metrics, re.M), metrics
     refused = await lab.on_origin(ALICE, cookie, "/", **HTML)
     assert refused.status == 403 and "has ended" in await text(refused)
+    at = datetime.fromtimestamp(grant.expires, UTC).strftime("%H:%M")
+    assert f"Your time to help ran out at {at} UTC." in await text(refused)
     assert (await lab.handoff("tina", ALICE)).status == 403

@@ -9,16 +9,19 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import pytest
+import redis.asyncio
 from aiohttp import WSMsgType
 from multidict import CIMultiDict
 
 from tests.support import eventually
-from userland.platform.identity import verify_identity
-from userland.platform.kube import EVENTS, KubeClient
+from userland.platform.clients.grant_store import GrantStore
+from userland.platform.clients.kube import EVENTS, KubeClient
+from userland.platform.model.identity import verify_identity
 
 from .conftest import SECRET, EchoFactory, GatewayFactory, InternalOf, World
 from .help_support import HTML, Lab, live_grants, origin_url, running_lab, text
@@ -81,6 +84,15 @@ async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab
     assert closed.type in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING, WSMsgType.ERROR)
     page = await lab.on_origin(ALICE, cookie, "/work", **HTML)
     assert page.status == 403 and "Your access to alice's environment has ended" in await text(page)
+    # Who ended it, and when (the grant's record: the time as the gateway's pages say it, UTC).
+    client = redis.asyncio.from_url(lab.redis_url)
+    try:
+        record = await GrantStore(client).record(grant.id)
+    finally:
+        await client.aclose()
+    assert record is not None and record.ended is not None and record.ended_by == "alice"
+    at = datetime.fromtimestamp(record.ended, UTC).strftime("%H:%M")
+    assert f"alice ended your access at {at} UTC." in await text(page)
     assert page.headers["Clear-Site-Data"] == '"cache", "storage", "executionContexts"'
     assert page.cookies["userland_origin"].value == ""  # the origin's cookie is deleted
     background = await lab.on_origin(ALICE, cookie, "/api/x")
@@ -110,7 +122,7 @@ async def test_alice_asks_tina_joins_works_as_herself_and_alice_ends_it(lab: Lab
     me = await lab.page("alice", "/me")
     assert "Who had access" in me and "tina, assistant" in me and "ended by you" in me
     audit = await lab.page("teacher", f"/courses/{lab.namespace}/audit")
-    assert "tina (assistant) can open alice" in audit and "ended by the student by alice" in audit
+    assert "tina (assistant) can open alice" in audit and "ended by alice, the student" in audit
     joins = await lab.page("teacher", f"/courses/{lab.namespace}/audit?action=help_join")
     assert "Joined to help" in joins and "Help access ended" not in joins.split("<tbody>", 1)[1]
 

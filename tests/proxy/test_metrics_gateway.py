@@ -24,7 +24,7 @@ from tests.support.metrics import Samples, parse, value
 from userland.auth.origin_sessions import OriginSessions
 from userland.local.controlplane import ControlPlane, free_port
 from userland.local.redisserver import redis_server
-from userland.platform.sessions import RedisSessionStore, Session
+from userland.platform.clients.sessions import RedisSessionStore, Session
 
 from .conftest import (
     IDE_HOST,

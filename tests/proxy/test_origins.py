@@ -13,7 +13,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import redis.asyncio
 
-from userland.auth.origin_sessions import CODE_PREFIX, INVALIDATION_CHANNEL, ORIGIN_PREFIX
+from userland.platform.model.keyspace import (
+    HANDOFF_PREFIX,
+    INVALIDATION_CHANNEL,
+    handoff_key,
+    origin_session_key,
+    pattern,
+)
 from userland.proxy.pages import CONTENT_SECURITY_POLICY
 
 from .conftest import (
@@ -93,8 +99,8 @@ async def test_handoff_gives_the_origin_its_own_cookie_and_the_code_works_once(
                               headers=platform(alice), allow_redirects=False)
         code = location(issued)[1]["code"]
         # Stored under its hash (other tests' codes may still be live: look up this one).
-        keys = [k.decode() for k in await client.keys(CODE_PREFIX + "*")]
-        key = CODE_PREFIX + hashlib.sha256(code.encode()).hexdigest()
+        keys = [k.decode() for k in await client.keys(pattern(HANDOFF_PREFIX))]
+        key = handoff_key(code)
         assert key in keys and not any(code in k for k in keys)
         assert 0 < await client.ttl(key) <= 60
         elsewhere = await gw.get("/__userland/handoff", params={"code": code, "next": "/"},
@@ -224,7 +230,7 @@ async def test_sign_out_ends_every_origin_and_clears_each_in_turn(
     client = redis.asyncio.from_url(redis_url)
     try:
         def key(cookie: str) -> str:
-            return ORIGIN_PREFIX + hashlib.sha256(cookie.encode()).hexdigest()
+            return origin_session_key(hashlib.sha256(cookie.encode()).hexdigest())
 
         assert [await client.exists(key(c)) for c in cookies.values()] == [0, 0]
         assert await client.exists(key(bob_origin)) == 1

@@ -2,7 +2,7 @@
 
 Real: the gateway in-process with its watches on the real API server, real Redis sessions, a
 real local port that refuses connections as the web UI that is down. The pages' words about
-files come from platform/storage_words.py, the web UI's source too.
+files come from platform/model/storage_words.py, the web UI's source too.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from tests.jargon import visible_text
 from tests.support import eventually
 from userland.local.controlplane import free_port
-from userland.platform import look, naming, storage_words
-from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import look, naming, storage_words
 from userland.proxy.pages import CONTENT_SECURITY_POLICY, SIGNED_OUT_MESSAGE, Pages
 
 from .conftest import IDE_HOST, PUBLIC_HOST, GatewayFactory, Origins, origin_cookie, routes_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from userland.proxy.routing import (
+from userland.proxy.rules.routing import (
     TemplateRoute,
     build_routes,
     lost_to,

@@ -12,9 +12,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.support import eventually
-from userland.platform import naming
-from userland.platform.kube import TEMPLATES, USERLANDS, KubeClient
-from userland.platform.models import Activity
+from userland.platform.clients.kube import TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.models import Activity
 from userland.proxy.activity import ActivityTracker, counts_as_use, frame_counts, intervals
 from userland.proxy.app import GATEWAY
 from userland.proxy.websocket import CLOSE_NOT_RUNNING

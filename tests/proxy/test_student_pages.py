@@ -1,7 +1,7 @@
 """Every page the gateway shows a student, for each state of their environment, in plain words.
 
 Real: the gateway (in-process, its watches on the real API server), Redis sessions, and the
-statuses the operator's own status code (operator/status.py) writes for each phase, including
+statuses the operator's own status code (operator/rules/status.py) writes for each phase, including
 the cluster's messages, which must never reach a student. The Template's display name ends in
 "environment", as the local demo's does, so "environment environment" would show.
 """
@@ -16,10 +16,10 @@ import pytest
 from tests.jargon import jargon_in, visible_text
 from tests.support import eventually
 from userland.local.controlplane import free_port
-from userland.operator.status import Problem, userland_status
-from userland.platform import naming
-from userland.platform.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.models import Template, Userland
+from userland.operator.rules.status import Problem, userland_status
+from userland.platform.clients.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
 
 from .conftest import IDE_HOST, GatewayFactory, Origins, origin_cookie, routes_of
 

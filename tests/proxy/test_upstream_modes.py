@@ -14,9 +14,9 @@ import pytest
 
 from tests.proxy.conftest import IDE_HOST, GatewayFactory, World, routes_of
 from tests.support import eventually
-from userland.platform import naming
-from userland.platform.kube import SERVICES, KubeClient
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import SERVICES, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.settings import Settings
 from userland.proxy.app import GATEWAY
 from userland.proxy.gateway import Gateway
 

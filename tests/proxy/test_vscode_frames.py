@@ -3,11 +3,13 @@ code-server 4.100.3), and frames that do not decode (they count: the rule fails 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from userland.platform.models import Activity
-from userland.proxy import vscode_frames
+from userland.platform.model.models import Activity
 from userland.proxy.activity import frame_counts
+from userland.proxy.rules import vscode_frames
 
 from .conftest import golden_vscode_frames
 
@@ -61,3 +63,12 @@ def test_the_size_rule_comes_first_and_text_frames_are_read_too() -> None:
     assert frame_counts(ping, Activity(quiet_frame_bytes=26))  # by size only, the ping counts
     assert not frame_counts(ping, VSCODE)
     assert frame_counts("x" * 40, VSCODE)  # a text frame that is not the protocol counts
+
+
+def test_the_handshake_error_is_one_control_message_with_the_reason() -> None:
+    """What a VS Code server sends to refuse a connection (the gateway's answer to a helper
+    whose access ended): one control message (type 2, id and ack 0) holding the JSON."""
+    data = vscode_frames.handshake_error("alice ended your access at 14:19 UTC.")
+    [(kind, body)] = list(vscode_frames._messages(data))
+    assert kind == vscode_frames.CONTROL and data[1:9] == bytes(8)
+    assert json.loads(body) == {"type": "error", "reason": "alice ended your access at 14:19 UTC."}

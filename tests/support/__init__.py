@@ -4,6 +4,8 @@ folders use (object bodies, the `userland local` command seen from outside).
 - `eventually(check)`: wait until a condition an observable event makes true holds; never a
   fixed sleep before asserting that something did NOT happen (wait for the event that says
   the code looked, or drive its clock).
+- `MUST_COMPLETE` (`MUST_COMPLETE_MS` for Playwright): the timeout for work that must complete
+  (a safety net, not a speed claim).
 - `free_port()`: a free loopback port (tests never use fixed ports).
 - `objects`: Template and Userland bodies as the API takes them.
 - `make_run`: the `userland local` command from outside (its banner, a browser that resolves
@@ -13,6 +15,6 @@ Test files import from here, never from each other.
 """
 
 from tests.support.ports import free_port
-from tests.support.waiting import eventually, eventually_sync
+from tests.support.waiting import MUST_COMPLETE, MUST_COMPLETE_MS, eventually, eventually_sync
 
-__all__ = ["eventually", "eventually_sync", "free_port"]
+__all__ = ["MUST_COMPLETE", "MUST_COMPLETE_MS", "eventually", "eventually_sync", "free_port"]

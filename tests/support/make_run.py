@@ -18,16 +18,10 @@ from typing import Any
 import aiohttp
 import aiohttp.abc
 
-STARTUP_TIMEOUT = 60
+from tests.support.procs import stat_fields
+from tests.support.waiting import MUST_COMPLETE
+
 HTML = {"Accept": "text/html"}
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(") ", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
 
 
 def descendants(root: int) -> dict[int, str]:
@@ -35,7 +29,7 @@ def descendants(root: int) -> dict[int, str]:
     parents: dict[int, int] = {}
     starts: dict[int, str] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))) is not None and fields[0] != "Z":
+        if entry.isdigit() and (fields := stat_fields(int(entry))) is not None and fields[0] != "Z":
             parents[int(entry)] = int(fields[1])
             starts[int(entry)] = fields[19]
     found: dict[int, str] = {}
@@ -51,7 +45,7 @@ def descendants(root: int) -> dict[int, str]:
 
 def still_running(pids: dict[int, str]) -> list[int]:
     return [pid for pid, start in pids.items()
-            if (fields := _stat(pid)) is not None and fields[0] != "Z" and fields[19] == start]
+            if (fields := stat_fields(pid)) is not None and fields[0] != "Z" and fields[19] == start]
 
 
 def mentioning(text: str) -> list[int]:
@@ -64,29 +58,113 @@ def mentioning(text: str) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        fields = _stat(int(entry))
+        fields = stat_fields(int(entry))
         if text in cmdline and fields is not None and fields[0] != "Z":
             found.append(int(entry))
     return found
 
 
-async def read_until_ready(process: asyncio.subprocess.Process, lines: list[str]) -> None:
+async def read_until_ready(process: asyncio.subprocess.Process, lines: list[str], *,
+                           within: float = MUST_COMPLETE, stderr: Path | None = None) -> None:
+    """Read `userland local`'s output into `lines` until it says Ready. Fail at once, with its
+    output (and `stderr`, the file its errors went to, if any), when it ends first: it died,
+    whatever holds its pipe open. `within` is a safety net, not a claim about speed: start-up
+    is work that must complete, slower on a loaded machine."""
     assert process.stdout is not None
+    deadline = asyncio.get_running_loop().time() + within
+
+    def failure(what: str) -> str:
+        errors = stderr.read_text(errors="replace") if stderr is not None and stderr.exists() else ""
+        status = f" (exit status {process.returncode})" if process.returncode is not None else ""
+        said = "".join(lines) + (f"\n(stderr)\n{errors}" if errors else "")
+        return f"userland local {what}{status}:\n{said}"
+
     while True:
-        raw = await process.stdout.readline()
+        reading = asyncio.ensure_future(process.stdout.readline())
+        try:
+            while not reading.done():
+                if process.returncode is not None:
+                    # Ended: what it printed last is still in the pipe; read it, briefly.
+                    await asyncio.wait({reading}, timeout=5)
+                    if not reading.done():
+                        raise AssertionError(failure("ended before it was ready"))
+                elif asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(failure(f"was not ready within {within:g}s"))
+                else:
+                    await asyncio.wait({reading}, timeout=0.5)
+        finally:
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+        raw = reading.result()
         if not raw:
-            raise AssertionError("userland local ended before it was ready:\n" + "".join(lines))
+            raise AssertionError(failure("ended before it was ready"))
         lines.append(raw.decode())
         if raw.startswith(b"Ready."):
             return
 
 
+async def drain(process: asyncio.subprocess.Process, lines: list[str]) -> None:
+    """Keep reading what `userland local` prints after Ready into `lines`: a pipe nobody reads
+    fills, and a process writing to a full pipe stops (its Ctrl-C with it)."""
+    assert process.stdout is not None
+    while raw := await process.stdout.readline():
+        lines.append(raw.decode(errors="replace"))
+
+
+async def stop_local(process: asyncio.subprocess.Process, lines: list[str], state_dir: Path,
+                     reader: asyncio.Future[None] | None = None, stderr: Path | None = None) -> None:
+    """Stop `userland local` as Ctrl-C does (SIGINT) and wait until it has ended; its output goes
+    on into `lines` meanwhile (read by `reader`, drain's task, if one runs already). If it has
+    not ended within MUST_COMPLETE, fail with where it stands: SIGUSR1 makes it print every
+    thread's stack (faulthandler), then what it printed, the tail of its log and its processes
+    are in the error (with `stderr`, the file its errors went to, if any); its group is killed."""
+    if process.returncode is not None:
+        if reader is not None:
+            reader.cancel()
+        return
+    if reader is None and process.stdout is not None:
+        reader = asyncio.ensure_future(drain(process, lines))
+    process.send_signal(signal.SIGINT)
+    try:
+        await asyncio.wait_for(process.wait(), MUST_COMPLETE)
+    except TimeoutError:
+        left = {pid: _command(pid) for pid in descendants(process.pid)}
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGUSR1)
+        await asyncio.sleep(2)  # the stacks, printed by the process itself
+        os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError(_not_stopped(left, lines, state_dir, stderr)) from None
+    finally:
+        if reader is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(reader, 5)  # the pipe closes with the last process holding it
+            reader.cancel()
+
+
+def _not_stopped(left: dict[int, str], lines: list[str], state_dir: Path, stderr: Path | None) -> str:
+    log = state_dir / "logs" / "local.log"
+    tail = log.read_text(errors="replace").splitlines()[-60:] if log.exists() else []
+    errors = stderr.read_text(errors="replace")[-20000:] if stderr is not None and stderr.exists() else ""
+    return (f"userland local did not stop within {MUST_COMPLETE:g}s of Ctrl-C.\n"
+            f"Its processes then: {left}\nIt printed:\n{''.join(lines)}\n(stderr)\n{errors}\n"
+            "local.log (last lines):\n" + "\n".join(tail))
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"
+
+
 @contextlib.asynccontextmanager
 async def userland_local(port: int, state_dir: Path, *args: str, env: Mapping[str, str] | None = None,
-                         ready_within: float = 120) -> AsyncIterator[str]:
+                         ready_within: float = MUST_COMPLETE) -> AsyncIterator[str]:
     """`userland local` (what `make run` starts) on `port`, until it says Ready; yields its banner.
-    Stopped as Ctrl-C stops it (SIGINT), and killed with its group if it does not stop in a minute.
-    GitHub credentials of the caller's environment are left out (the development login)."""
+    Stopped as Ctrl-C stops it (stop_local). GitHub credentials of the caller's environment are
+    left out (the development login)."""
     environment = {k: v for k, v in (os.environ if env is None else env).items()
                    if not k.startswith("USERLAND_GITHUB")}
     process = await asyncio.create_subprocess_exec(
@@ -94,17 +172,14 @@ async def userland_local(port: int, state_dir: Path, *args: str, env: Mapping[st
         "--state-dir", str(state_dir), *args, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT, env=environment, start_new_session=True)
     lines: list[str] = []
+    reader = None
     try:
-        await asyncio.wait_for(read_until_ready(process, lines), ready_within)
-        yield "".join(lines)
+        await read_until_ready(process, lines, within=ready_within)
+        banner = "".join(lines)
+        reader = asyncio.ensure_future(drain(process, lines))
+        yield banner
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(process.wait(), 60)
-            except TimeoutError:
-                os.killpg(process.pid, signal.SIGKILL)
-                raise
+        await stop_local(process, lines, state_dir, reader)
 
 
 class LoopbackResolver(aiohttp.abc.AbstractResolver):
@@ -161,7 +236,7 @@ def environment_processes(state_dir: Path) -> dict[int, str]:
         roots.add(str((state_dir / "environments").resolve()))
     found = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or (fields := _stat(int(entry.name))) is None or fields[0] == "Z":
+        if not entry.name.isdigit() or (fields := stat_fields(int(entry.name))) is None or fields[0] == "Z":
             continue
         with contextlib.suppress(OSError):
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -173,3 +248,29 @@ def environment_processes(state_dir: Path) -> dict[int, str]:
             if any(root in text for root in roots for text in seen):
                 found[int(entry.name)] = cmdline
     return found
+
+
+# Where the banner points at something to open: every http:// address it prints.
+BANNER_URL = re.compile(r"http://[A-Za-z0-9.<>:-]+(?:/[^\s;,)`']*)?")
+
+
+async def broken_banner_urls(banner: str) -> list[tuple[str, int | str]]:
+    """Every address the banner prints, opened as a newcomer would (signed out, no redirects
+    followed): those that answer 404 or a server error, or not at all. A sign-in redirect or a
+    page that asks to sign in is fine: the address is right."""
+    broken: list[tuple[str, int | str]] = []
+    async with browser() as http:
+        for url in sorted(set(BANNER_URL.findall(banner))):
+            url = url.rstrip(".")
+            if "<" in url:
+                continue  # a pattern ("<port>"), not an address
+            if url.endswith(".git"):
+                url += "/info/refs?service=git-upload-pack"  # what git itself asks a repository first
+            try:
+                async with http.get(url, headers=HTML, allow_redirects=False,
+                                    timeout=aiohttp.ClientTimeout(total=30)) as response:
+                    if response.status == 404 or response.status >= 500:
+                        broken.append((url, response.status))
+            except aiohttp.ClientError as err:
+                broken.append((url, type(err).__name__))
+    return broken

@@ -1,11 +1,8 @@
-"""Free loopback ports: tests never use fixed ports, so parallel runs never clash."""
+"""Free loopback ports: tests never use fixed ports, so parallel runs never clash. The one
+choice of the project (below the kernel's ephemeral range: local/controlplane.py)."""
 
 from __future__ import annotations
 
-import socket
+from userland.local.controlplane import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port"]

@@ -9,20 +9,21 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from playwright.async_api import BrowserContext, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from tests.support.make_run import read_until_ready
+from tests.support.make_run import drain, read_until_ready, stop_local
+from tests.support.runner import assert_own_program_runs
+from tests.support.waiting import MUST_COMPLETE, eventually
 from userland.local.controlplane import find_repo, free_port
-from userland.local.runner import app_bin_dirs
+from userland.local.runner_host import app_bin_dirs
 
-STARTUP_TIMEOUT = 120
 APPS = ("code-server", "jupyter-lab", "userland-mariadb", "userland-phpmyadmin")
 
 
@@ -55,6 +56,7 @@ class Local:
 async def started_local(tmp_path: Path, students: str = "alice,bob") -> AsyncIterator[Local]:
     port = free_port()
     os.chmod(tmp_path, 0o755)  # the environments' account passes through to its folders
+    assert_own_program_runs(tmp_path / "probe")  # assignments' worker Pods run it
     state_dir = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if not k.startswith("USERLAND_GITHUB")}
     process = await asyncio.create_subprocess_exec(
@@ -62,18 +64,14 @@ async def started_local(tmp_path: Path, students: str = "alice,bob") -> AsyncIte
         "--state-dir", str(state_dir), "--students", students,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
     lines: list[str] = []
+    reader = None
     try:
-        await asyncio.wait_for(read_until_ready(process, lines), STARTUP_TIMEOUT)
+        await read_until_ready(process, lines)
         assert "not installed here" not in "".join(lines), "".join(lines)
+        reader = asyncio.ensure_future(drain(process, lines))
         yield Local(port, state_dir, lines)
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(process.wait(), 60)
-            except TimeoutError:
-                os.killpg(process.pid, signal.SIGKILL)
-                raise
+        await stop_local(process, lines, state_dir, reader)
 
 
 async def sign_in(context: BrowserContext, url: str, login: str) -> Page:
@@ -103,17 +101,62 @@ async def wait_until_answering(page: Page, url: str, own_host: str) -> None:
     await page.wait_for_url(re.compile(rf"^http://{re.escape(own_host)}:\d+/"), timeout=60_000)
 
 
+def vscode_shells() -> set[int]:
+    """The shells VS Code's terminals run here (TERM_PROGRAM=vscode in their environment), by
+    pid; empty where other accounts' environments cannot be read (not root)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if (proc / "comm").read_text().strip() in {"bash", "sh", "dash", "zsh"} and \
+                    b"TERM_PROGRAM=vscode" in (proc / "environ").read_bytes().split(b"\0"):
+                found.add(int(proc.name))
+    return found
+
+
 async def open_terminal(page: Page) -> None:
-    """Open a terminal through the command palette. While the workbench is still settling (the
-    welcome page opening, extensions starting) it may take the focus and close the palette, so
-    try again a few times before giving up."""
+    """Open a terminal, and return once its shell runs: keys typed before the shell has started
+    can be lost on a loaded machine (a hand-out test's typed line never arrived). The terminal
+    comes through the command palette; while the workbench is still settling (the welcome page
+    opening, extensions starting) it may take the focus and close the palette, so try again a
+    few times before giving up."""
+    before = vscode_shells()
+    await _open_terminal(page)
+    if os.geteuid() == 0:  # only root reads the environment accounts' processes
+        await eventually(lambda: vscode_shells() - before, timeout=MUST_COMPLETE)
+
+
+async def type_in_terminal(page: Page, line: str, done: Callable[[], Any]) -> None:
+    """Type `line` (and Enter) into the visible terminal until `done()` says it ran, as a person
+    types again when nothing happened: on a loaded machine the workbench can take the focus back
+    (the welcome page opening, an extension starting) while the keys are typed, and they go
+    elsewhere. `line` must be safe to run twice."""
+    deadline = asyncio.get_running_loop().time() + MUST_COMPLETE
+    while True:
+        await page.locator(".xterm-helper-textarea >> visible=true").first.focus()
+        await page.keyboard.type(line + "\n")
+        try:
+            await eventually(done, timeout=30)
+            return
+        except AssertionError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+
+
+async def _open_terminal(page: Page) -> None:
     row = page.locator(".quick-input-list .monaco-list-row").first
     # The visible one: a slow first try may end up with two terminals, of which only the
     # active tab's is shown (the first one's stays hidden behind it).
     terminal = page.locator(".xterm-helper-textarea >> visible=true").first
     for _ in range(6):
         if await terminal.count():
-            return  # an earlier try's terminal came up after all
+            # An earlier try's terminal came up after all: close this try's palette, which
+            # would otherwise stay open over the workbench (and its dialogs) with its text.
+            if await row.count():
+                await page.keyboard.press("Escape")
+                await row.wait_for(state="hidden", timeout=10_000)
+            return
         await page.keyboard.press("Escape")
         await page.keyboard.press("F1")
         await page.keyboard.type("Terminal: Create New Terminal")

@@ -6,13 +6,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.support.pods import alive
-from userland.local.runner import LocalRunner
-from userland.local.users import environment_user
-from userland.platform.kube import KubeClient
+from tests.support.procs import alive
+from tests.support.waiting import MUST_COMPLETE
+from userland.local.runner import LocalRunner, own_program
+from userland.local.users import LocalUser, environment_user
+from userland.platform.clients.kube import KubeClient
+
+
+def unreachable_checkout(user: LocalUser) -> str:
+    """Why the local runner cannot run the platform's own program (what worker Pods run): the
+    account environments run as cannot reach this checkout. Without the program every worker
+    Pod (hand-outs, collections) says "pod cannot run here" and the tests waiting on them time
+    out far from the cause: tests say the cause once, at once."""
+    return (f"the account environments run as ({user.name}) cannot reach this checkout's Python "
+            f"packages ({Path(__file__).resolve().parents[2]}), so the local runner cannot run the "
+            "platform's own program for worker Pods: put the checkout where that account may pass "
+            "(every folder above it executable by others: `chmod o+x` a private folder such as one "
+            "`mktemp -d` made, or clone outside /root)")
+
+
+def assert_own_program_runs(bin_dir: Path) -> None:
+    """Fail at once when the runner would find no own program (unreachable_checkout)."""
+    user = environment_user()
+    assert own_program(sys.executable, user, bin_dir) is not None, unreachable_checkout(user)
 
 
 @contextlib.asynccontextmanager
@@ -23,8 +43,9 @@ async def running(kube: KubeClient, namespace: str, state: Path) -> AsyncIterato
     local = LocalRunner(kube, [namespace], state_dir=state, user=environment_user(), backoff=0.2,
                         max_backoff=1.0)
     task = asyncio.create_task(local.run())
-    await asyncio.wait_for(local.wait_synced(), 30)
     try:
+        await asyncio.wait_for(local.wait_synced(), MUST_COMPLETE)
+        assert local.own_program is not None, unreachable_checkout(local.user)
         yield local
     finally:
         pids = [c.process.pid for w in local.workers.values() for c in w.containers if c.process is not None]

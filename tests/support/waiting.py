@@ -8,6 +8,12 @@ with `explain()` added when given (the real-node suite adds the node's state).
 `eventually_sync` is the same for code without an event loop; it refuses an async check
 outright: a coroutine is truthy, so a synchronous poll of an async function would pass at once
 without checking anything.
+
+`MUST_COMPLETE` is the timeout for work that must complete (a hand-out, a collection, a Pod
+starting, a program saying it is ready): a safety net, not a claim about speed. On a loaded
+machine (other workers, other jobs) such work takes several times what it takes on a quiet
+one; waiting longer costs nothing when the test passes. A wait that asserts something does
+NOT happen keeps its own short window.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ import inspect
 import time
 from collections.abc import Callable
 from typing import Any
+
+# Seconds; below pytest-timeout's 300 per test (pyproject.toml), the outer net.
+MUST_COMPLETE = 180.0
+MUST_COMPLETE_MS = int(MUST_COMPLETE * 1000)  # the same, in Playwright's unit
 
 
 def _refuse(value: Any, check: Callable[[], Any]) -> None:

@@ -1,13 +1,13 @@
-"""Decoder errors of the API server made readable (platform/api_errors.py) and told in a
-Template's terms (operator/refusals.py). The messages are the real server's, recorded from
+"""Decoder errors of the API server made readable (platform/model/api_errors.py) and told in a
+Template's terms (operator/rules/refusals.py). The messages are the real server's, recorded from
 tests/integration/test_api_errors.py; that test checks the same against the server itself."""
 
 from __future__ import annotations
 
 import pytest
 
-from userland.operator.refusals import podspec_refusal
-from userland.platform.api_errors import QUANTITY_HELP, _json_name, explain_decode_error, readable
+from userland.operator.rules.refusals import podspec_refusal
+from userland.platform.model.api_errors import QUANTITY_HELP, _json_name, explain_decode_error, readable
 
 PREFIX = ('Deployment in version "v1" cannot be handled as a Deployment: v1.Deployment.Spec: '
           "v1.DeploymentSpec.Template: v1.PodTemplateSpec.Spec: v1.PodSpec.Containers: []v1.Container: ")

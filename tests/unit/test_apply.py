@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from userland.operator import builders
 from userland.operator.apply import Applied, change_cause, owner_conflict, replacement
-from userland.platform import naming
-from userland.platform.models import Template, Userland
+from userland.operator.rules import builders
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
 
 
 def _userland(**annotations: str) -> Userland:

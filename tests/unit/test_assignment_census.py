@@ -1,4 +1,4 @@
-"""The assignment census (operator/assignment_census.py) and its collector: counts by course
+"""The assignment census (operator/rules/assignment/census.py) and its collector: counts by course
 follow adds, changes and deletes exactly; every phase and state the reconciler writes is one the
 census knows; the exposition carries no login and no assignment name."""
 
@@ -10,9 +10,15 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from userland.operator.assignment_census import PHASES, STATES, AssignmentCensus, copies_missing, entry_of
-from userland.operator.assignment_plan import DONE_STATES
 from userland.operator.metrics import AssignmentCollector, OperatorMetrics
+from userland.operator.rules.assignment.census import (
+    PHASES,
+    STATES,
+    AssignmentCensus,
+    copies_missing,
+    entry_of,
+)
+from userland.operator.rules.assignment.plan import DONE_STATES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,7 +126,7 @@ def _states_assigned(path: Path) -> set[str]:
 
 
 def test_every_phase_and_state_the_reconciler_writes_is_counted() -> None:
-    status = REPO / "operator" / "assignment_status.py"
+    status = REPO / "operator" / "rules" / "assignment" / "status.py"
     assert _first_words_returned(status, "_summary") == set(PHASES)
     written = _states_assigned(status) | set(DONE_STATES)
     assert written == set(STATES)

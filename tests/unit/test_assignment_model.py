@@ -1,4 +1,4 @@
-"""The Assignment model (platform/assignments.py): what a teacher may write, and the words for
+"""The Assignment model (platform/model/assignments.py): what a teacher may write, and the words for
 what they may not. Table-driven: each bad spec and the sentence its status condition carries."""
 
 from __future__ import annotations
@@ -9,9 +9,15 @@ from typing import Any
 
 import pytest
 
-from userland.platform import naming
-from userland.platform.assignments import Assignment, AssignmentSpec, Grade, relative_path, token_may_go_to
-from userland.platform.models import InvalidSpec
+from userland.platform.model import naming
+from userland.platform.model.assignments import (
+    Assignment,
+    AssignmentSpec,
+    Grade,
+    relative_path,
+    token_may_go_to,
+)
+from userland.platform.model.models import InvalidSpec
 
 BASE: dict[str, Any] = {
     "title": "Week 1",
@@ -71,7 +77,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
      "'Jupyter Lab', which is not a Template name"),
     ("no source", spec(source=None), "spec.source is required"),
     ("a source that is not a web address", spec(source={"url": "git@github.com:c/w.git"}),
-     "must be an https:// address"),
+     "must be an https:// (or http://) address"),
     ("a password in the address", spec(source={"url": "https://me:secret@git.example.edu/w.git"}),
      "put a token in a Secret"),
     ("a ref git would read as an option", spec(source__ref="--upload-pack=touch /tmp/x"),

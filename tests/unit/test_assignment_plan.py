@@ -1,5 +1,6 @@
-"""What an Assignment needs done (operator/assignment_plan.py), its status (assignment_status.py)
-and its worker Pods (assignment_pods.py): pure, table-driven, with golden Pods."""
+"""What an Assignment needs done (operator/rules/assignment/plan.py), its status
+(operator/rules/assignment/status.py) and its worker Pods (operator/rules/assignment/pods.py): pure,
+table-driven, with golden Pods."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from userland.operator.assignment_plan import Env, Pending, RunAs, Source, WorkerPod, batches, plan_work
-from userland.operator.assignment_pods import WorkerSettings, worker_pod, worker_policy
-from userland.operator.assignment_status import assignment_status
-from userland.platform import naming
-from userland.platform.assignments import Assignment
-from userland.platform.coursework import Job, feedback_digest, round_id
+from userland.operator.rules.assignment.plan import Env, Pending, RunAs, Source, WorkerPod, batches, plan_work
+from userland.operator.rules.assignment.pods import WorkerSettings, worker_pod, worker_policy
+from userland.operator.rules.assignment.status import assignment_status
+from userland.platform.model import naming
+from userland.platform.model.assignments import Assignment
+from userland.platform.model.coursework import Job, feedback_digest, round_id
 
 GOLDEN = Path(__file__).parent / "golden"
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
@@ -111,7 +112,8 @@ def test_collection_pods_are_made_a_lead_before_each_students_deadline() -> None
 
 def test_collect_now_is_a_round_for_everyone_and_a_failure_is_not_retried() -> None:
     now_round = NOW - timedelta(seconds=1)
-    state = {"collectFailed": {round_id(now_round): {"lab/bob": {"reason": "too large"}}}}
+    state = {"collectFailed": {round_id(now_round): {"lab/bob": {"reason": "too large"}}},
+             "handout": {"lab/alice": done(), "lab/bob": done()}}
     plan = plan_work(assignment({naming.ANNOTATION_COLLECT_NOW: now_round.strftime("%Y-%m-%dT%H:%M:%SZ")}),
                      [env("alice"), env("bob")], SOURCE, state, [], now=NOW, lead=LEAD)
     collect = [p for p in plan.pending if p.kind == "collect"]
@@ -195,7 +197,7 @@ def test_a_student_entry_says_their_copy_and_whether_it_was_late() -> None:
     alice, zoe = status["students"]
     assert alice["state"] == "HandedOut" and alice["conflicts"] == [{"path": "hello.py", "kind": "changed"}]
     assert alice["collected"] == {"round": "2026-12-07T23:59:00Z", "takenAt": taken, "sha256": "3f2a" * 16,
-                                  "files": 14, "bytes": 1_200_000, "late": True}
+                                  "files": 14, "bytes": 1_200_000, "late": True, "lateSeconds": 300}
     assert zoe == {"user": "zoe", "template": "", "state": "NoEnvironment",
                    "reason": "this student has no environment of lab in this course"}
     assert status["collected"] == "1/1" and status["phase"] == "Collected"

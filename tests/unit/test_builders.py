@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.support.golden import check_golden
-from userland.operator import builders
-from userland.platform.models import Template, Userland
-from userland.platform.settings import Settings
+from userland.operator.rules import builders
+from userland.platform.model.models import Template, Userland
+from userland.platform.model.settings import Settings
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -74,6 +74,20 @@ def test_children_with_storage_golden() -> None:
     children = builders.desired_children(_userland(), template)
     _check_golden("deployment-vscode-koba1t-storage", children.deployment)
     _check_golden("pvc-vscode-koba1t", children.pvc)
+
+
+def test_init_containers_see_the_students_volume_too() -> None:
+    """VS Code's Template writes the student's first settings from an init container: it needs
+    the home volume mounted where the app sees it."""
+    template = Template.from_object({
+        "metadata": {"name": "vscode", "namespace": "classroom", "uid": "tpl-uid", "generation": 2},
+        "spec": {"routing": {"host": "ide.example.edu"}, "port": 8080,
+                 "storage": {"size": "2Gi", "mountPath": "/home/coder"},
+                 "podSpec": {"initContainers": [{"name": "first-settings", "image": "x", "command": ["sh"]}],
+                             "containers": [{"name": "code-server", "image": "x"}]}}})
+    pod = builders.desired_children(_userland(), template).deployment["spec"]["template"]["spec"]
+    mounts = [c["volumeMounts"] for c in (*pod["initContainers"], *pod["containers"])]
+    assert mounts[0] == mounts[1] and [m["mountPath"] for m in mounts[0]] == ["/home/coder"]
 
 
 def test_network_policy_golden() -> None:

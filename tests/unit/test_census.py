@@ -1,4 +1,4 @@
-"""The operator's census (operator/census.py): every reason the operator writes sorts into a kind
+"""The operator's census (operator/rules/census.py): every reason the operator writes sorts into a kind
 an operator acts on, and the counts follow adds, changes and deletes exactly."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from userland.operator.census import FAILURE_KINDS, KIND_OF_REASON, Census, failure_kind
-from userland.operator.progress import BLOCKED_REASONS, FINAL_REASONS
+from userland.operator.rules.census import FAILURE_KINDS, KIND_OF_REASON, Census, failure_kind
+from userland.operator.rules.progress import BLOCKED_REASONS, FINAL_REASONS
 
 
 def status(phase: str, reason: str = "") -> dict[str, Any]:

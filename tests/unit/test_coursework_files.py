@@ -20,8 +20,8 @@ from tests.support.mounts import small_volume
 from userland.coursework.apply import FULL, Sealer, hand_out, load_manifest, take_copy
 from userland.coursework.safefs import Folder
 from userland.coursework.trees import IndexEntry, Limits, check_copy, read_index
-from userland.platform.assignments import MANIFEST_NAME
-from userland.platform.coursework import manifest_key, tree_digest
+from userland.platform.model.assignments import MANIFEST_NAME
+from userland.platform.model.coursework import manifest_key, tree_digest
 
 LIMITS = Limits(files=1000, bytes=50 * 1024 * 1024)
 

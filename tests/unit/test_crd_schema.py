@@ -1,4 +1,4 @@
-"""The CRD schemas in deploy/crds/ and the models in userland.platform.models must not drift.
+"""The CRD schemas in deploy/crds/ and the models in userland.platform.model.models must not drift.
 
 Pure: no cluster. Field names are compared through a table (dataclass field -> camelCase key,
 with the few deliberate renames spelled out), and behaviourally: a spec with every schema
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from userland.platform import assignments, models, naming
+from userland.platform.model import assignments, grading, models, naming
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -179,6 +179,19 @@ ASSIGNMENT_SAMPLES: dict[str, Any] = {
     "spec.extensions": {"bob": "2026-12-09T23:59:00Z"},
     "spec.grades": {"alice": {"grade": "9/10", "comment": "Good"}},
     "spec.returnFeedback": True,
+    "spec.grader.image": "registry.example.edu/course/grader:1",
+    "spec.grader.command": ["/autograder/source/run.sh"],
+    "spec.grader.args": ["--verbose"],
+    "spec.grader.env": [{"name": "LANG", "value": "C.UTF-8"}],
+    "spec.grader.resources.limits": {"memory": "2Gi"},
+    "spec.grader.resources.requests": {"cpu": "500m"},
+    "spec.grader.tests.path": "grading",
+    "spec.grader.tests.repository.url": "https://git.example.edu/course/tests.git",
+    "spec.grader.tests.repository.ref": "v2",
+    "spec.grader.tests.repository.tokenSecret.name": "course-github",
+    "spec.grader.tests.repository.tokenSecret.key": "pat",
+    "spec.grader.timeLimit": "2m",
+    "spec.grader.maxScore": 10,
 }
 
 
@@ -258,6 +271,18 @@ def test_every_schema_property_is_read_by_the_model(kind: str, schema: dict[str,
         except models.InvalidSpec:
             continue  # the model needs it: it is read
         assert reduced != parsed, f"{kind} {path} is in the schema but the model ignores it"
+
+
+def test_every_grader_property_is_read_by_the_grader_parser() -> None:
+    """spec.grader is kept as written by the Assignment model and read by platform/model/grading.py:
+    taking any one of its properties away changes the grader read (or makes it a problem)."""
+    full = build_sample(ASSIGNMENT, ASSIGNMENT_SAMPLES)
+    source = parse_assignment(full).spec.source
+    read = grading.parse_grader(full["spec"]["grader"], source)
+    assert isinstance(read, grading.Grader), read
+    for path in object_paths(at(ASSIGNMENT, "spec.grader"), "spec.grader"):
+        reduced = grading.parse_grader(without(full, path)["spec"].get("grader"), source)
+        assert reduced != read, f"{path} is in the schema but the grader ignores it"
 
 
 def _dataclass_leaves(value: Any, prefix: str) -> list[tuple[str, Any, Any]]:
@@ -378,7 +403,7 @@ def test_every_property_has_a_description_and_a_type(schema: dict[str, Any]) -> 
         if path == "metadata":
             continue
         assert node.get("description", "").strip(), f"{path} has no description"
-        assert node.get("type") in ("object", "string", "integer", "boolean", "array"), path
+        assert node.get("type") in ("object", "string", "integer", "number", "boolean", "array"), path
 
 
 @pytest.mark.parametrize(("name", "kind", "short"), [("templates", "Template", "tpl"),

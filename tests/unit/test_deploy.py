@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from userland.cli import main
-from userland.platform import models
-from userland.platform.settings import Settings
+from userland.platform.model import models
+from userland.platform.model.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -62,16 +62,17 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None:
     kinds = Counter(d["kind"] for d in rendered)
     assert kinds == Counter({
-        "Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 4, "ClusterRole": 4,
-        "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "Deployment": 5,
-        "Service": 6, "NetworkPolicy": 6, "PersistentVolumeClaim": 1,
+        "Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 4, "ClusterRole": 4,
+        "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "ConfigMap": 1, "Deployment": 5,
+        "Service": 6, "NetworkPolicy": 7, "PersistentVolumeClaim": 1, "PriorityClass": 1,
     })
     # No Secret with placeholder values that could be deployed by mistake.
     assert "Secret" not in kinds
 
 
 def test_everything_namespaced_is_in_userland_system(rendered: list[dict[str, Any]]) -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+                      "PriorityClass"}
     for doc in rendered:
         where = doc["metadata"].get("namespace")
         if doc["kind"] in cluster_scoped:
@@ -86,8 +87,8 @@ def test_everything_namespaced_is_in_userland_system(rendered: list[dict[str, An
 def test_the_crds_are_the_files_in_deploy_crds(rendered: list[dict[str, Any]]) -> None:
     # The control plane fixture applies every deploy/crds/*.yaml as a CRD: nothing else there.
     files = sorted((DEPLOY / "crds").iterdir())
-    assert [f.name for f in files] == ["assignments.userland.dev.yaml", "templates.userland.dev.yaml",
-                                       "userlands.userland.dev.yaml"]
+    assert [f.name for f in files] == ["assignments.userland.dev.yaml", "ltiregistrations.userland.dev.yaml",
+                                       "templates.userland.dev.yaml", "userlands.userland.dev.yaml"]
     for f in files:
         assert yaml.safe_load(f.read_text()) in [d for d in rendered
                                                  if d["kind"] == "CustomResourceDefinition"]
@@ -276,9 +277,10 @@ def test_network_policies(rendered: list[dict[str, Any]]) -> None:
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     gateway = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "userland-gateway"}}}
     web = find(rendered, "NetworkPolicy", "userland-web")["spec"]["ingress"]
-    # Pages only from the gateway; health and metrics (its internal port) for a Prometheus.
+    # Pages only from the gateway; health and metrics (its internal port) for a Prometheus
+    # anywhere but a course namespace.
     assert web == [{"from": [gateway], "ports": [{"protocol": "TCP", "port": 8080}]},
-                   {"ports": [{"protocol": "TCP", "port": 8081}]}]
+                   {"from": [NOT_A_COURSE], "ports": [{"protocol": "TCP", "port": 8081}]}]
     redis = find(rendered, "NetworkPolicy", "userland-redis")["spec"]["ingress"]
     assert gateway in redis[0]["from"]
     assert len(redis[0]["from"]) == 2
@@ -290,10 +292,102 @@ def test_network_policies(rendered: list[dict[str, Any]]) -> None:
                    for p in policies), deployment["metadata"]["name"]
 
 
+NOT_A_COURSE = {"namespaceSelector": {"matchExpressions": [
+    {"key": "userland.dev/course", "operator": "NotIn", "values": ["true"]}]}}
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions) as Kubernetes evaluates it."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        holds = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values,
+                 "Exists": key in labels, "DoesNotExist": key not in labels}[operator]
+        if not holds:
+            return False
+    return True
+
+
+def _admits(policy: dict[str, Any], namespace: dict[str, str], pod: dict[str, str], port: int) -> bool:
+    """Whether one NetworkPolicy (in userland-system) lets a pod of another namespace in on `port`."""
+    for rule in policy["spec"].get("ingress") or []:
+        if rule.get("ports") and not any(p["port"] == port for p in rule["ports"]):
+            continue
+        peers = rule.get("from")
+        if not peers:
+            return True
+        for peer in peers:
+            if "ipBlock" in peer:
+                return True  # an address range: a pod's address may be in it
+            if "namespaceSelector" not in peer:
+                continue  # a podSelector alone: pods of userland-system only
+            if _selects(peer["namespaceSelector"], namespace) and _selects(peer.get("podSelector") or {},
+                                                                           pod):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("pod", [
+    {"app.kubernetes.io/managed-by": "userland-operator"},  # a student's environment
+    {"app.kubernetes.io/managed-by": "userland-operator", "app.kubernetes.io/component": "assignment-worker"},
+    {"app": "anything-a-student-starts"},
+], ids=["environment", "worker", "other"])
+def test_no_internal_port_is_open_to_a_course_namespace(rendered: list[dict[str, Any]],
+                                                        pod: dict[str, str]) -> None:
+    """Metrics, /auth/verify and health (every component's port 8081) are not for students' Pods,
+    whichever labels their Pods carry; a monitoring namespace still reaches them."""
+    course = {"kubernetes.io/metadata.name": "cs101", "userland.dev/course": "true"}
+    monitoring = {"kubernetes.io/metadata.name": "monitoring"}
+    policies = [d for d in rendered if d["kind"] == "NetworkPolicy"]
+    for deployment in deployments(rendered):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        ports = {p["containerPort"] for c in containers(deployment) for p in c.get("ports", [])}
+        if 8081 not in ports:
+            continue
+        mine = [p for p in policies if "Ingress" in p["spec"]["policyTypes"]
+                and _selects(p["spec"]["podSelector"], labels)]
+        name = deployment["metadata"]["name"]
+        assert not any(_admits(p, course, pod, 8081) for p in mine), name
+        assert any(_admits(p, monitoring, {"app": "prometheus"}, 8081) for p in mine), name
+
+
+def test_the_store_may_reach_dns_and_git_hosts_only(rendered: list[dict[str, Any]]) -> None:
+    """The store fetches what instructors name: never the cloud's metadata service, nor the
+    cluster's own addresses (the API server, Redis, students' environments), nor other ports."""
+    import ipaddress
+    store = find(rendered, "Deployment", "userland-store")["spec"]["template"]["metadata"]["labels"]
+    egress = [p for p in rendered if p["kind"] == "NetworkPolicy" and "Egress" in p["spec"]["policyTypes"]
+              and _selects(p["spec"]["podSelector"], store)]
+    assert [p["metadata"]["name"] for p in egress] == ["userland-store-egress"]
+    rules = egress[0]["spec"]["egress"]
+
+    def reachable(address: str, port: int) -> bool:
+        for rule in rules:
+            if not any(p["port"] == port for p in rule["ports"]):
+                continue
+            if "to" not in rule:
+                return True
+            for peer in rule["to"]:
+                block = peer["ipBlock"]
+                inside = ipaddress.ip_address(address) in ipaddress.ip_network(block["cidr"])
+                if inside and not any(ipaddress.ip_address(address) in ipaddress.ip_network(e)
+                                      for e in block.get("except", [])):
+                    return True
+        return False
+    assert reachable("140.82.112.3", 443) and reachable("140.82.112.3", 80)  # github.com
+    assert reachable("10.96.0.10", 53)  # the cluster's DNS
+    for address in ("169.254.169.254", "10.96.0.1", "10.244.1.7", "172.20.0.5", "192.168.1.10",
+                    "100.64.3.2", "127.0.0.1"):
+        assert not reachable(address, 443), address
+    assert not reachable("140.82.112.3", 6379) and not reachable("140.82.112.3", 22)
+
+
 def test_rbac_renders_alone() -> None:
     kinds = Counter(d["kind"] for d in kustomize(DEPLOY / "rbac"))
+    # Role 2: the operator's Lease and the gateway's LTI registrations and key Secret.
     assert kinds == Counter({"ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 3,
-                             "Role": 1, "RoleBinding": 1})
+                             "Role": 2, "RoleBinding": 2})
 
 
 # --- examples ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.web.course_support import REPO, kustomize, render_course
-from userland.platform import models
+from userland.platform.model import models
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -58,6 +58,11 @@ def test_course_network_policies() -> None:
     (rule,) = egress["egress"]
     (block,) = [peer["ipBlock"] for peer in rule["to"] if "ipBlock" in peer]
     assert block == {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}
+    # Policies add up: the environments' egress must not open the worker and grading Pods, whose
+    # own policies let them reach the store only (docs/grading.md: a grading Pod has no network).
+    (expression,) = egress["podSelector"]["matchExpressions"]
+    assert expression == {"key": "app.kubernetes.io/component", "operator": "NotIn",
+                          "values": ["assignment-worker", "assignment-grader"]}
 
 
 def test_the_course_template_is_a_valid_template() -> None:

@@ -1,4 +1,4 @@
-"""The gateway's decision for a Template route (proxy/decision.py), as tables: facts -> outcome.
+"""The gateway's decision for a Template route (proxy/rules/decision.py), as tables: facts -> outcome.
 
 Every branch of the request path that used to be reached only over HTTP is a row here; the
 HTTP tests (tests/proxy/) check that the request path answers each outcome as a page.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from userland.platform.grants import Grant
-from userland.proxy.decision import Admitted, Outcome, Visitor, admit, embedded_elsewhere, serve
+from userland.platform.model.grants import Grant
 from userland.proxy.routes_cache import UserlandState
+from userland.proxy.rules.decision import Admitted, Outcome, Visitor, admit, embedded_elsewhere, serve
 
 ALICE_ORIGIN = "https://alice.ide.example.edu"
 BOB_ORIGIN = "https://bob.ide.example.edu"

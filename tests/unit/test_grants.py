@@ -1,10 +1,10 @@
-"""Help grants, the pure part (platform/grants.py): a course's settings, records, messages."""
+"""Help grants, the pure part (platform/model/grants.py): a course's settings, records, messages."""
 
 from __future__ import annotations
 
 import pytest
 
-from userland.platform.grants import (
+from userland.platform.model.grants import (
     DEFAULT_LIMIT_SECONDS,
     MESSAGE_MAX,
     Grant,

@@ -1,4 +1,4 @@
-"""The never-overwrite rules (coursework/merge.py) against their golden cases.
+"""The never-overwrite rules (coursework/rules/merge.py) against their golden cases.
 
 Every rule docs/assignments.md states has at least one case in golden/handout_rules.json, and
 every case names its rule; the test also checks the docs and the cases list the same rules, so
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from userland.coursework.merge import CONFLICT_WORDS, Present, SourceFile, plan_merge, relevant_paths
+from userland.coursework.rules.merge import CONFLICT_WORDS, Present, SourceFile, plan_merge, relevant_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "handout_rules.json").read_text())["cases"]

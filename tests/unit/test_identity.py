@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from multidict import CIMultiDict
 
-from userland.platform import identity
-from userland.platform.identity import Identity, IdentityRejected, verify_identity
+from userland.platform.model import identity
+from userland.platform.model.identity import Identity, IdentityRejected, verify_identity
 
 SECRET = "s" * 40
 NOW = 1_800_000_000.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from userland.platform.informer import Informer
-from userland.platform.kube import KubeClient, Resource
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import KubeClient, Resource
 
 THINGS = Resource("", "v1", "configmaps", "ConfigMap")
 

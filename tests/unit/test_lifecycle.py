@@ -12,8 +12,8 @@ from tests.support.clock import ManualClock
 from tests.support.metrics import parse, value
 from userland.operator.lifecycle import Lifecycle
 from userland.operator.metrics import OperatorMetrics
-from userland.operator.sleep import Verdict
-from userland.operator.wake import WakeDecision
+from userland.operator.rules.sleep import Verdict
+from userland.operator.rules.wake import WakeDecision
 
 KEY = ("cs101", "vscode-ann")
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)

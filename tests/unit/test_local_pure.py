@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from userland.local.expansion import expand, expand_env
-from userland.local.podplan import Probe, Unrunnable, localize_address, localize_paths, plan_pod
-from userland.local.podstatus import ContainerState, keep_transition_times, pod_status, same_status
+from userland.local.rules.expansion import expand, expand_env
+from userland.local.rules.podplan import Probe, Unrunnable, localize_address, localize_paths, plan_pod
+from userland.local.rules.podstatus import ContainerState, keep_transition_times, pod_status, same_status
 from userland.local.sockets import listening_sockets
 
 JSON = dict[str, Any]
@@ -318,7 +318,7 @@ def test_each_runner_takes_a_block_of_addresses_nobody_listens_in() -> None:
     import ipaddress
     import random
 
-    from userland.local.runner import ADDRESS_BLOCKS, free_block
+    from userland.local.pod_addresses import ADDRESS_BLOCKS, free_block
 
     taken = {f"127.{n}.0.7" for n in range(64, 128) if n != 100} | {"0.0.0.0", "::1", "127.0.0.1"}
     assert free_block(taken, random.Random(1)) == ipaddress.IPv4Network("127.100.0.0/16")

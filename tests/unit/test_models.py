@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from userland.platform.models import InvalidSpec, Template, Userland, parse_duration
+from userland.platform.model.models import InvalidSpec, Template, Userland, parse_duration
 
 POD = {"containers": [{"name": "c", "image": "i"}]}
 

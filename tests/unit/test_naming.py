@@ -8,7 +8,7 @@ import string
 
 import pytest
 
-from userland.platform import naming
+from userland.platform.model import naming
 
 
 @pytest.mark.parametrize("login", ["a", "A1", "koba1t", "a-b", "a-b-c", "x" * 39, "Z9-y8"])

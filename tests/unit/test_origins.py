@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from userland.auth.origins import (
+from userland.auth.rules.origins import (
     PLATFORM_COOKIES,
     cookie_names,
     cross_site_refusal,

@@ -89,7 +89,7 @@ def test_every_module_imports_from_the_wheel(wheel: Path, tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"ok {len(modules)}"
     where = subprocess.run(
-        [sys.executable, "-S", "-c", "import userland.platform.naming as n; print(n.__file__)"],
+        [sys.executable, "-S", "-c", "import userland.platform.model.naming as n; print(n.__file__)"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Which Template keeps a contested route (platform/routes.py): one rule for operator and gateway."""
+"""Which Template keeps a contested route (platform/model/routes.py): one rule for operator and gateway."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from userland.platform.routes import (
+from userland.platform.model.routes import (
     PLATFORM,
     Collision,
     RouteClaim,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
-from userland.platform import settings as settings_module
-from userland.platform.addresses import client_address, split_listen
-from userland.platform.settings import Settings, SettingsError
+from userland.platform.model import settings as settings_module
+from userland.platform.model.addresses import client_address, split_listen
+from userland.platform.model.settings import JobSettings, LocalTools, Settings, SettingsError
 
 
 def test_defaults_and_parsing() -> None:
@@ -147,17 +148,30 @@ NON_DEFAULTS: dict[str, object] = {
     "github_api_url": "https://ghe.example.edu/api/v3", "allowed_orgs": ("uni", "uni/staff"),
     "admins": ("root",), "instructors": ("prof", "uni/teachers"), "course_teams": True,
     "cookie_secure": False, "allow_path_routes": True, "session_ttl_seconds": 600, "dev_login": True,
+    "lti_namespace": "userland-system",
     "upstream_mode": "dns", "cluster_domain": "k8s.example", "web_url": "http://web:8080",
     "internal_listen": "127.0.0.1:9000", "lease_namespace": "ops", "lease_name": "lead",
     "gateway_pod_labels": (("app", "gw"), ("tier", "edge")), "gateway_namespace": "edge",
-    "wake_rate": 2.5, "wake_burst": 3, "max_header_bytes": 2048, "header_timeout_seconds": 2.5,
+    "wake_rate": 2.5, "wake_burst": 3, "nodes": "local", "pause_image": "registry.example.edu/pause:3",
+    "placeholder_priority_class": "classroom-low", "image_pull_wait_seconds": 0, "hold_room_seconds": 600,
+    "max_header_bytes": 2048, "header_timeout_seconds": 2.5,
     "keepalive_timeout_seconds": 9.0, "max_connections_per_client": 0, "max_websockets_per_user": 8,
     "login_rate_per_minute": 30, "trusted_proxies": ("10.0.0.0/8",), "activity_redis_seconds": 5.0,
     "activity_api_seconds": 20.0, "max_streams_per_user": 2,
     "store_url": "http://store:8080", "store_secret": "s" * 40, "worker_image": "registry/userland:1",
-    "store_pod_labels": (("app", "store"),), "assignment_batch": 5, "collect_lead_seconds": 30.0,
+    "store_pod_labels": (("app", "store"),), "assignment_batch": 5, "grading_concurrency": 7,
+    "collect_lead_seconds": 30.0,
     "source_max_files": 100, "source_max_mb": 10, "folder_max_files": 200, "folder_max_mb": 20,
+    "store_assignment_quota_mb": 0, "store_course_quota_mb": 300, "store_retention_hours": 0,
+    "store_git_urls": ("https://git.example.edu/course/", "http://127.0.0.1:9418/"),
 }
+
+
+def test_the_stores_git_urls_are_http_addresses_with_a_host() -> None:
+    assert Settings().store_git_urls == ("https://github.com/",)
+    for bad in ("https://", "git@github.com:org/repo.git", "https://user:pw@github.com/", "file:///srv/git"):
+        with pytest.raises(SettingsError, match="USERLAND_STORE_GIT_URLS has"):
+            Settings.from_env({"USERLAND_STORE_GIT_URLS": bad})
 
 
 def test_every_setting_round_trips_through_the_environment_a_program_passes() -> None:
@@ -186,7 +200,7 @@ def test_readme_lists_every_setting_as_declared() -> None:
     assert begin in text and end in text
     shown = text[text.index(begin) + len(begin):text.index(end)]
     assert shown == settings_module.markdown_table(), (
-        "README's settings table differs from platform/settings.py: paste markdown_table()'s output")
+        "README's settings table differs from platform/model/settings.py: paste markdown_table()'s output")
 
 
 def test_deploy_sets_only_declared_settings_and_they_parse() -> None:
@@ -204,3 +218,77 @@ def test_deploy_sets_only_declared_settings_and_they_parse() -> None:
             for container in doc["spec"]["template"]["spec"]["containers"]:
                 names = {e["name"] for e in container.get("env") or [] if e["name"].startswith("USERLAND_")}
                 assert names <= known, (manifest, names - known)
+
+
+# Where the project's code lives (tests aside: the suite's own knobs, USERLAND_NODE_* and the
+# like, are the harness's, documented in its conftest files, not the platform's).
+SCANNED = ("platform", "operator", "auth", "proxy", "web", "cli", "local", "coursework", "bench", "scripts")
+OWNER = README.parent / "platform" / "model" / "settings.py"
+
+
+def environment_reads(source: str) -> list[tuple[int, str]]:
+    """(line, name) of every `USERLAND_` variable `source` reads by its name: `environ["X"]`,
+    `environ.get("X")`, `os.getenv("X")`, `env.pop("X")` (any mapping: `env` is often
+    os.environ passed on). Writing one (`{"USERLAND_X": ...}`, `env["X"] = ...`) is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        name = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            name = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "getenv", "pop", "setdefault") and node.args):
+            name = node.args[0]
+        if isinstance(name, ast.Constant) and str(name.value).startswith("USERLAND_"):
+            found.append((node.lineno, str(name.value)))
+    return found
+
+
+def test_the_scan_finds_every_way_of_reading_a_variable() -> None:
+    source = ('import os\n'
+              'a = os.environ["USERLAND_A"]\n'
+              'b = os.environ.get("USERLAND_B", "x")\n'
+              'c = os.getenv("USERLAND_C")\n'
+              'd = env.get("USERLAND_D") or ""\n'
+              'env = {"USERLAND_E": "1"}\n'
+              'env["USERLAND_F"] = "2"\n'
+              'g = os.environ.get("HOME")\n')
+    assert sorted(environment_reads(source)) == [(2, "USERLAND_A"), (3, "USERLAND_B"), (4, "USERLAND_C"),
+                                                  (5, "USERLAND_D")]
+
+
+def test_no_module_reads_a_userland_variable_but_through_the_declarations() -> None:
+    """Settings, JobSettings and LocalTools (platform/model/settings.py) read every `USERLAND_` variable:
+    a module reading one itself escapes the parsing, the README and the check of deploy/."""
+    offenders = [f"{path.relative_to(README.parent)}:{line}: {name}"
+                 for folder in SCANNED for path in sorted((README.parent / folder).rglob("*.py"))
+                 if path != OWNER for line, name in environment_reads(path.read_text())]
+    assert not offenders, ("declare it in platform/model/settings.py and read it from there:\n"
+                           + "\n".join(offenders))
+
+
+def test_each_variable_is_declared_once_across_the_groups() -> None:
+    groups = (Settings, JobSettings, LocalTools)
+    variables = [settings_module.env_name(f.name) for group in groups for f in dataclasses.fields(group)]
+    assert len(variables) == len(set(variables)), sorted(v for v in variables if variables.count(v) > 1)
+    for group in groups:
+        for declared in dataclasses.fields(group):
+            assert len(declared.metadata.get("help", "")) > 10, declared.name
+
+
+def test_what_a_worker_pod_is_told() -> None:
+    told = JobSettings.from_env({"USERLAND_JOB": "{}", "USERLAND_JOB_TOKEN": "sekrit-token",
+                                 "USERLAND_LOG_LEVEL": "warning"})
+    assert (told.job, told.job_token, told.log_level) == ("{}", "sekrit-token", "WARNING")
+    assert "sekrit-token" not in repr(told)  # the token stays out of logs
+    with pytest.raises(SettingsError, match=r"^USERLAND_JOB is not set"):
+        JobSettings.from_env({"USERLAND_JOB_TOKEN": "t"})
+    with pytest.raises(SettingsError, match=r"^USERLAND_JOB_TOKEN is not set"):
+        JobSettings.from_env({"USERLAND_JOB": "{}", "USERLAND_JOB_TOKEN": "  "})
+    with pytest.raises(SettingsError, match="USERLAND_LOG_LEVEL"):
+        JobSettings.from_env({"USERLAND_JOB": "{}", "USERLAND_JOB_TOKEN": "t", "USERLAND_LOG_LEVEL": "loud"})
+
+
+def test_where_the_local_tools_are() -> None:
+    tools = LocalTools.from_env({"USERLAND_K8S_CACHE": "/cache/k8s", "USERLAND_APPS_BIN": "/a/bin::/b/bin"})
+    assert (tools.k8s_cache, tools.apps_bin) == ("/cache/k8s", ("/a/bin", "/b/bin"))
+    assert LocalTools.from_env({}).apps_bin == ()

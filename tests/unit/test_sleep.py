@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from userland.operator.progress import newest_pod, pod_progress, trim_pod
-from userland.operator.sleep import verdict
-from userland.operator.wake_rate import WakeRate
-from userland.platform import naming
-from userland.platform.models import Template, Userland
+from userland.operator.rules.progress import newest_pod, pod_progress, trim_pod
+from userland.operator.rules.sleep import verdict
+from userland.operator.rules.wake_rate import WakeRate
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # a Monday
 

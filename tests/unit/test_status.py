@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from userland.operator.progress import FINAL_REASONS, trim_pod
-from userland.operator.sleep import Verdict
-from userland.operator.status import (
+from userland.operator.rules.progress import FINAL_REASONS, trim_pod
+from userland.operator.rules.sleep import Verdict
+from userland.operator.rules.status import (
     Problem,
     invalid_userland_status,
     start_deadline,
@@ -18,7 +18,7 @@ from userland.operator.status import (
     template_status,
     userland_status,
 )
-from userland.platform.models import Template, Userland
+from userland.platform.model.models import Template, Userland
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 
@@ -67,6 +67,12 @@ STUCK = {
         (None, None, False, "Starting", "False", "Starting"),
         ({"status": {}}, None, False, "Starting", "False", "Starting"),
         (AVAILABLE, None, False, "Ready", "True", "Available"),
+        # Woken just now: the Deployment's status is still the one from before it slept (its
+        # old Pod counted, generation 6 not yet seen by the deployment controller): not ready.
+        ({"metadata": {"generation": 7}, "status": {"availableReplicas": 1, "observedGeneration": 6}},
+         None, False, "Starting", "False", "Starting"),
+        ({"metadata": {"generation": 7}, "status": {"availableReplicas": 1, "observedGeneration": 7}},
+         None, False, "Ready", "True", "Available"),
         (AVAILABLE, None, True, "Suspended", "False", "Suspended"),
         (STUCK, None, False, "Failed", "False", "ProgressDeadlineExceeded"),
         (
@@ -183,7 +189,7 @@ def _pod(*, waiting: str = "ContainerCreating", message: str = "", created: str 
                            "reason": waiting, "message": message}}}]}}
 
 
-# The rule of operator/status.py, as data: the first state that holds decides (phase, reason).
+# The rule of operator/rules/status.py, as data: the first state that holds decides (phase, reason).
 PRECEDENCE = [
     ("suspended", "Suspended", "Suspended"),
     ("problem", None, None),  # the problem's own phase and reason

@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from userland.operator import sleep, wake
-from userland.operator.sleep import Verdict
-from userland.operator.status_events import EventNote, template_events, userland_events
-from userland.platform import naming
-from userland.platform.models import Template, Userland
-from userland.platform.objects import rfc3339 as stamp
+from userland.operator.rules import sleep, wake
+from userland.operator.rules.sleep import Verdict
+from userland.operator.rules.status_events import EventNote, template_events, userland_events
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
+from userland.platform.model.objects import rfc3339 as stamp
 
 MARGIN = wake.RECHECK_MARGIN
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = "/usr/bin/kubectl"

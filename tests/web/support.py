@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from userland.platform import naming
-from userland.platform.kube import NAMESPACES, USERLANDS, KubeClient
+from userland.platform.clients.kube import NAMESPACES, USERLANDS, KubeClient
+from userland.platform.model import naming
 
 
 async def make_course(kube: KubeClient, namespace: str, *, instructors: str = "teacher",

@@ -22,13 +22,13 @@ from tests.operator.support import template_body
 from tests.web.course_support import apply_rbac, kubectl, make_course, web_client
 from tests.web.support import set_phase
 from userland.local.controlplane import ControlPlane
-from userland.platform import naming
-from userland.platform.kube import EVENTS, TEMPLATES, USERLANDS, KubeClient, NotFound
-from userland.platform.kubeconfig import ClusterAccess
-from userland.platform.objects import rfc3339
+from userland.platform.clients.kube import EVENTS, TEMPLATES, USERLANDS, KubeClient, NotFound
+from userland.platform.clients.kubeconfig import ClusterAccess
+from userland.platform.model import naming
+from userland.platform.model.objects import rfc3339
 from userland.web import actions
 from userland.web.actions import RowResult, summarize
-from userland.web.roster import RosterRow, parse_csv, parse_logins
+from userland.web.rules.roster import RosterRow, parse_csv, parse_logins
 
 JSON = dict[str, Any]
 
@@ -410,7 +410,7 @@ def test_summarize() -> None:
 
 
 def test_restart_stamp_is_rfc3339_in_utc() -> None:
-    """A restart is stamped as `kubectl rollout restart` stamps it (platform/objects.rfc3339)."""
+    """A restart is stamped as `kubectl rollout restart` stamps it (platform/model/objects.rfc3339)."""
     assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, 678)) == "2026-01-02T03:04:05Z"  # naive: UTC
     assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5)))) == (
         "2026-01-02T08:04:05Z")

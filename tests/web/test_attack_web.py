@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tests.web.test_course_pages import Client, courses, eventually_page, headers, settings
-from userland.platform.kube import KubeClient
-from userland.platform.settings import Settings
+from userland.platform.clients.kube import KubeClient
+from userland.platform.model.settings import Settings
 from userland.web.app import create_app
 
 __all__ = ["courses"]  # the fixture, used by name below
@@ -76,6 +76,34 @@ async def test_live_streams_are_capped_per_user(limited: Client, courses: tuple[
     deadline = time.monotonic() + 20
     while True:
         again = await limited.get(f"/courses/{cs}/stream", headers=headers("teacher"))
+        if again.status == 200:
+            break
+        again.close()
+        assert time.monotonic() < deadline, "a closed stream never freed its place"
+        await asyncio.sleep(0.2)
+    again.close()
+    for response in held:
+        response.close()
+
+
+async def test_a_students_live_pages_are_capped_too(limited: Client) -> None:
+    """A student's "My environments" stream (GET /me/stream) holds the same resources as a
+    dashboard's: the same per-user cap, and a closed one frees its place."""
+    held = []
+    for _ in range(STREAM_LIMIT):
+        response = await limited.get("/me/stream", headers=headers("alice"))
+        assert response.status == 200
+        assert (await response.content.readline()).startswith(b"retry:")
+        held.append(response)
+    refused = await limited.get("/me/stream", headers=headers("alice"))
+    assert refused.status == 429 and "Traceback" not in await refused.text()
+    bob = await limited.get("/me/stream", headers=headers("bob"))  # another student: unaffected
+    assert bob.status == 200
+    bob.close()
+    held.pop().close()
+    deadline = time.monotonic() + 20
+    while True:
+        again = await limited.get("/me/stream", headers=headers("alice"))
         if again.status == 200:
             break
         again.close()

@@ -21,8 +21,9 @@ from redis.backoff import NoBackoff
 
 from tests.web.course_support import apply_rbac, web_client
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import EVENTS, USERLANDS, KubeClient
-from userland.platform.kubeconfig import ClusterAccess
+from userland.platform.clients.kube import EVENTS, USERLANDS, KubeClient
+from userland.platform.clients.kubeconfig import ClusterAccess
+from userland.platform.model.keyspace import audit_stream_key
 from userland.web.audit import (
     ALL_COURSES,
     AUDIT_ALL_BUDGET_BYTES,
@@ -32,7 +33,6 @@ from userland.web.audit import (
     AuditLog,
     entry_fields,
     record_event,
-    stream_key,
 )
 
 AUDIT_TEST_DB = 11  # tests/auth use 9, the proxy tests 0, the browser tests 12, the pages tests 14
@@ -91,7 +91,7 @@ async def test_streams_are_capped(redis_client: redis.asyncio.Redis) -> None:
     name = course()
     for n in range(1000):
         await log.record(entry(name, n=n))
-    length = await redis_client.xlen(stream_key(name))
+    length = await redis_client.xlen(audit_stream_key(name))
     # MAXLEN ~ trims whole stream nodes (100 entries each by default): about maxlen, never all.
     assert 100 <= length <= 300
     assert (await log.recent(name, count=1))[0].time == 1_800_000_999.0
@@ -112,8 +112,8 @@ async def test_foreign_entries_in_the_stream_are_skipped(redis_client: redis.asy
     log = AuditLog(redis_client)
     name = course()
     await log.record(entry(name, n=1))
-    await redis_client.xadd(stream_key(name), {"junk": "yes"})
-    await redis_client.xadd(stream_key(name), {"time": "not a number", "actor": "x"})
+    await redis_client.xadd(audit_stream_key(name), {"junk": "yes"})
+    await redis_client.xadd(audit_stream_key(name), {"time": "not a number", "actor": "x"})
     assert [e.time for e in await log.recent(name)] == [1_800_000_001.0]
 
 
@@ -196,13 +196,13 @@ async def test_a_courses_audit_log_stays_within_its_memory_budget(redis_client: 
     for _ in range(6):
         async with redis_client.pipeline(transaction=False) as pipe:
             for _n in range(1000):
-                for key in {stream_key(name), stream_key(ALL_COURSES)}:
-                    pipe.xadd(key, entry_fields(big), maxlen=log.course_maxlen if key != stream_key(
+                for key in {audit_stream_key(name), audit_stream_key(ALL_COURSES)}:
+                    pipe.xadd(key, entry_fields(big), maxlen=log.course_maxlen if key != audit_stream_key(
                         ALL_COURSES) else log.all_maxlen, approximate=True)
             await pipe.execute()
     await log.record(big)  # the real write path, once more
-    course_bytes = await redis_client.memory_usage(stream_key(name), samples=0)
-    all_bytes = await redis_client.memory_usage(stream_key(ALL_COURSES), samples=0)
+    course_bytes = await redis_client.memory_usage(audit_stream_key(name), samples=0)
+    all_bytes = await redis_client.memory_usage(audit_stream_key(ALL_COURSES), samples=0)
     assert course_bytes is not None and all_bytes is not None
     assert course_bytes <= AUDIT_COURSE_BUDGET_BYTES, f"one course's audit log holds {course_bytes} bytes"
     assert all_bytes <= AUDIT_ALL_BUDGET_BYTES, f"the audit log across courses holds {all_bytes} bytes"

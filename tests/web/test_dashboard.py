@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.support.golden import check_golden
-from userland.platform import naming
-from userland.web import dashboard, row_status, selection, slim
+from userland.platform.model import naming
+from userland.web.rules import dashboard, row_status, selection, slim
 
 GOLDEN = Path(__file__).parent / "golden"
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -262,3 +262,21 @@ def test_filters_pick_environments_not_students() -> None:
     assert [e.name for r in picked.rows for e in r.environments] == ["vscode-alice"]
     assert picked.rows[0].phase == "Ready"  # the row's own status follows what it shows
     assert (picked.matched, picked.matched_environments, picked.environments) == (1, 1, 3)
+
+
+def test_lecture_lines_say_what_the_operator_says_of_each_scheduled_template() -> None:
+    def template(name: str, title: str, status: str | None, message: str = "") -> dict[str, Any]:
+        conditions = [{"type": "Ready", "status": "True", "reason": "Valid", "message": "ok"}]
+        if status is not None:
+            conditions.append({"type": "LectureReady", "status": status, "reason": "x", "message": message})
+        return slim.template({"metadata": {"name": name, "namespace": "cs101"},
+                              "spec": {"displayName": title}, "status": {"conditions": conditions}})
+    templates = {"b": template("b", "Lab", "True", "Ready for 09:00: 3 of 3 environments can start"),
+                 "a": template("a", "", "Unknown", "Getting ready for 09:00"),
+                 "c": template("c", "Plain", None)}
+    assert dashboard.lecture_lines(templates) == [
+        dashboard.LectureLine("a", None, "Getting ready for 09:00"),
+        dashboard.LectureLine("Lab", True, "Ready for 09:00: 3 of 3 environments can start")]
+    # The slim Template keeps only the Ready condition and the lecture's words.
+    assert templates["b"]["status"]["conditions"] == [
+        {"type": "Ready", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": None}]

@@ -18,10 +18,10 @@ from aiohttp.test_utils import TestClient
 
 from tests.web.support import make_course
 from tests.web.test_course_pages import PUBLIC, SECRET, SESSION, headers, settings
-from userland.platform.kube import USERLANDS, KubeClient
-from userland.platform.kubeconfig import cluster_access
-from userland.web import security
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.clients.kubeconfig import cluster_access
 from userland.web.app import create_app
+from userland.web.rules import security
 
 STUDENTS = 600
 PHASES = ("Ready", "Ready", "Idle", "Starting", "Failed", "Pending")

@@ -1,14 +1,14 @@
 """Who may join whom, when a grant must end, and what the help pages show: pure tables
-(web/courses.py, web/help.py)."""
+(web/rules/courses.py, web/rules/help.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from userland.platform.grants import Grant, help_settings
-from userland.web.courses import Course, CourseRole, grant_still_allowed, may_join, may_open_unasked
-from userland.web.dashboard import StudentRow
-from userland.web.help import HelpRequest, queue_view, student_help
+from userland.platform.model.grants import Grant, help_settings
+from userland.web.rules.courses import Course, CourseRole, grant_still_allowed, may_join, may_open_unasked
+from userland.web.rules.dashboard import StudentRow
+from userland.web.rules.help import HelpRequest, queue_view, student_help
 
 ON_REQUEST = Course("cs101", "CS 101", instructors=frozenset({"teacher"}),
                     assistants=frozenset({"tina", "uni/tas"}))

@@ -1,7 +1,7 @@
 """A student's "my environments" page in each state, in plain words (no cluster or platform words).
 
 Real: the web UI (`create_app`) with its watches on the real API server, a real Redis, and the
-Userland statuses the operator's own code (operator/status.py, operator/route_conflicts.py)
+Userland statuses the operator's own code (operator/rules/status.py, operator/rules/route_conflicts.py)
 writes for each situation, with the cluster's own messages in them; Warning Events as the
 cluster posts them for a Deployment's pods. The student must read none of those words.
 """
@@ -21,11 +21,11 @@ from aiohttp.test_utils import TestClient
 from tests.jargon import jargon_in, visible_text
 from tests.web.support import make_course
 from tests.web.test_course_pages import eventually_page, headers, settings
-from userland.operator.route_conflicts import RouteConflicts
-from userland.operator.status import Problem, userland_status
-from userland.platform import naming
-from userland.platform.kube import EVENTS, TEMPLATES, USERLANDS, KubeClient
-from userland.platform.models import Template, Userland
+from userland.operator.rules.route_conflicts import RouteConflicts
+from userland.operator.rules.status import Problem, userland_status
+from userland.platform.clients.kube import EVENTS, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.models import Template, Userland
 from userland.web.app import create_app
 
 Client = TestClient[web.Request, web.Application]

@@ -1,4 +1,4 @@
-"""Roster parsing (web/roster.py): what a teacher pastes or uploads becomes checked rows. Pure."""
+"""Roster parsing (web/rules/roster.py): what a teacher pastes or uploads becomes checked rows. Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from userland.web.roster import (
+from userland.web.rules.roster import (
     MAX_ROSTER_BYTES,
     MAX_ROSTER_ROWS,
     RosterError,

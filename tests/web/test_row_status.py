@@ -1,4 +1,4 @@
-"""What a row says: the one precedence rule, for every combination, and its words (web/row_status.py).
+"""What a row says: the one precedence rule, for every combination, and its words (web/rules/row_status.py).
 
 The table below is the rule written out by hand; the test walks every combination of being
 removed, spec.suspended, status.phase (none and the CRD's six), the Ready condition's reason
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.jargon import jargon_in
-from userland.web import dashboard, row_status, slim
+from userland.web.rules import dashboard, row_status, slim
 
 # (being removed, spec.suspended, status.phase) -> what the row says. Removing beats suspended
 # beats the status; the operator writes phase Suspended for a suspended one whose Template is

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from userland.platform.identity import Identity
-from userland.web import security
-from userland.web.courses import Course, course_role, may
+from userland.platform.model.identity import Identity
+from userland.web.rules import security
+from userland.web.rules.courses import Course, course_role, may
 
 SECRET = "w" * 40
 NOW = 1_800_000_000.0

@@ -8,6 +8,7 @@ without permissions is a real token in the API server's token file (tests/confte
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,9 +18,10 @@ import pytest
 from tests.support import eventually
 from tests.web.support import add_userland, make_course, set_phase
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import EVENTS, NAMESPACES, AlreadyExists, KubeClient, Resource
-from userland.web import row_status, state
+from userland.platform.clients.kube import EVENTS, NAMESPACES, AlreadyExists, KubeClient, Resource
+from userland.web import state
 from userland.web.notifier import EVERYTHING
+from userland.web.rules import row_status
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
@@ -57,7 +59,9 @@ async def test_a_course_is_watched_from_when_it_is_labelled_until_it_is_not(
     assert course.instructors == {"teacher", "org/staff"} and course.assistants == {"ta1"}
     row = watch.row("alice")
     assert row is not None and row.name == "Alice L" and row.environments[0].phase == "Pending"
-    assert st.synced
+    # Synced covers every course of the control plane: the sentinel's watch, or one of an earlier
+    # test's course that is being deleted, may still be starting a moment longer.
+    await eventually(lambda: st.synced)
     unlabel = {"metadata": {"labels": {"userland.dev/course": None}}}
     await kube.merge_patch(NAMESPACES, None, namespace, unlabel)
     await eventually(lambda: st.watch(namespace) is None and st.course(namespace) is None)
@@ -69,24 +73,28 @@ async def test_changes_reach_subscribers_coalesced_with_plain_words(
     await make_course(kube, namespace)
     watch = await eventually(lambda: (w := st.watch(namespace)) is not None and w.status == "ready" and w)
     logins = [f"s{i:02d}" for i in range(40)]
+    started = time.monotonic()
     with st.notifier.subscribe(namespace) as sub:
         await asyncio.gather(*(add_userland(kube, namespace, login) for login in logins))
         seen: set[str] = set()
         notices = 0
         while not set(logins) <= seen:
-            keys = await sub.next(5.0)
-            assert keys, "no notice within 5 s"
+            keys = await sub.next(30.0)
+            assert keys, "no notice within 30 s"
             notices += 1
             seen |= keys
-        # 40 students (80+ watch events) arrive as a few notices per tick, not one per event.
-        assert notices < 10, notices
+        elapsed = time.monotonic() - started
+        # 40 students (40 watch events) arrive as at most one notice per tick, not one per event:
+        # a bound that grows with the time they took to arrive (a loaded machine spreads them
+        # over more ticks), never a count that only a fast machine meets.
+        assert notices <= 1 + math.ceil(elapsed / st.notifier.tick), (notices, elapsed)
         assert len(watch.rows()) == 40
 
-        start = time.monotonic()
+        # One status write is one notice, of that student only (how soon: bench/web_bench.py's
+        # "sse" figures; the notifier sends a change after a quiet tick at once).
         await set_phase(kube, namespace, "ide-s07", "Ready", url="https://u.example.edu/ide/")
-        keys = await sub.next(2.0)
+        keys = await sub.next(30.0)
         assert keys == {"s07"}
-        assert time.monotonic() - start < 2.0
         env = watch.row("s07").environments[0]  # type: ignore[union-attr]
         assert (env.phase, env.reason, env.url) == ("Ready", "ready to use", "https://u.example.edu/ide/")
 
@@ -149,8 +157,8 @@ async def test_a_course_the_web_ui_may_not_read_is_not_set_up_and_breaks_nothing
                 assert refused.row("bob") is not None
                 heard: set[str] = set()
                 while EVERYTHING not in heard:  # the live dashboards are told to redraw
-                    keys = await sub.next(2.0)
-                    assert keys, "no notice within 2 s"
+                    keys = await sub.next(30.0)
+                    assert keys, "no notice within 30 s"
                     heard |= keys
     finally:
         for ns in (readable, unreadable):

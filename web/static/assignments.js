@@ -12,7 +12,8 @@
     if (!zone || !window.Intl) { return; }
     var format = new Intl.DateTimeFormat(undefined, {weekday: "short", day: "numeric", month: "short",
                                                      year: "numeric", hour: "2-digit", minute: "2-digit"});
-    var times = root.querySelectorAll("time[datetime]");
+    // Clock times (data-clock: "who had access") are localtime.js's, shown as clock ranges.
+    var times = root.querySelectorAll("time[datetime]:not([data-clock])");
     for (var i = 0; i < times.length; i++) {
       var when = new Date(times[i].getAttribute("datetime"));
       if (!isNaN(when.getTime())) {
@@ -66,6 +67,8 @@
     setText("handed-out", data.handedOut || "–");
     setText("collected", data.collected || "–");
     setText("phase", data.phase);
+    var badge = document.getElementById("phase");
+    if (badge && data.badge) { badge.className = "badge " + data.badge; }
     setText("message", data.message);
   });
 }());

@@ -70,8 +70,9 @@
     });
   }
 
-  // "Select all": every environment listed on this page (hidden without JavaScript).
+  // "Select all": every environment listed (hidden without JavaScript).
   var selectAll = document.getElementById("select-all");
+  var everyPage = document.getElementById("every-page");
   function boxes() { return table.querySelectorAll("input[type=checkbox][name=names]"); }
   function syncSelectAll() {
     if (!selectAll) { return; }
@@ -79,12 +80,16 @@
     for (var i = 0; i < all.length; i++) { if (all[i].checked) { ticked++; } }
     selectAll.checked = all.length > 0 && ticked === all.length;
     selectAll.indeterminate = ticked > 0 && ticked < all.length;
+    if (everyPage && !selectAll.checked) { everyPage.checked = false; }  // one unticked: not everyone
   }
   if (selectAll) {
     selectAll.hidden = false;
+    // With more pages than this one, "select all" means every environment the search lists, on
+    // every page: it ticks the form's "every page" box (a course-wide run that asks first).
     selectAll.addEventListener("change", function () {
       Array.prototype.forEach.call(boxes(), function (box) { box.checked = selectAll.checked; });
       selectAll.indeterminate = false;
+      if (everyPage) { everyPage.checked = selectAll.checked; }
     });
     table.addEventListener("change", function (event) {
       if (event.target && event.target.name === "names") { syncSelectAll(); }

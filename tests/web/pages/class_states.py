@@ -14,8 +14,8 @@ from typing import Any
 from tests.operator.support import userland_body
 from tests.web.pages.support import INSTRUCTOR, AppFactory, Browserless, make_course, make_template
 from tests.web.support import set_phase
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.model import naming
 
 ACTIONS = "/courses/{}/actions"
 KEEP = "tests.userland.dev/keep"  # a finalizer that keeps one environment "being removed"

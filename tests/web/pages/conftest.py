@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from tests.support import eventually
 from tests.web.course_support import apply_rbac, web_client
 from tests.web.pages import class_states
 from tests.web.pages.support import (
@@ -20,7 +21,7 @@ from tests.web.pages.support import (
     wait_for_access,
 )
 from userland.local.controlplane import ControlPlane
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 from userland.web.app import create_app
 
 
@@ -55,6 +56,11 @@ def web_ui(aiohttp_client: Any, kube: KubeClient, web_kube: KubeClient, namespac
 
     The app talks as the web UI's ServiceAccount unless `kube=` says otherwise; when the test's
     namespace is a bound course, this waits until the API server lets the ServiceAccount in.
+    Then, as a Deployment's readiness probe does before it sends the web UI any traffic, it
+    waits until /healthz answers 200 (the course list and every course loaded): a page asked
+    before that is a 503 "still loading" by design, which a loaded machine can take longer than
+    the page's own short wait to get past. A `kube=` of the test's own (a dead API server) is
+    never ready: no wait then.
     """
 
     async def start(**kwargs: Any) -> Callable[[str, str], Browserless]:
@@ -64,6 +70,9 @@ def web_ui(aiohttp_client: Any, kube: KubeClient, web_kube: KubeClient, namespac
         app = create_app(settings(**kwargs.get("settings_extra", {})), kube=client_kube,
                          redis_client=kwargs.get("redis_client", pages_redis))
         client = await aiohttp_client(app)
+        if "kube" not in kwargs:
+            await eventually(lambda: _ready(client), timeout=60,
+                             explain=lambda: "its /healthz never answered 200 (the courses did not load)")
 
         def as_user(login: str, role: str = "student") -> Browserless:
             return Browserless(client=client, login=login, role=role)
@@ -73,6 +82,9 @@ def web_ui(aiohttp_client: Any, kube: KubeClient, web_kube: KubeClient, namespac
     return start
 
 
+async def _ready(client: Any) -> bool:
+    async with client.get("/healthz") as response:
+        return bool(response.status == 200)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@
   database of its own (`PAGES_TEST_DB`, flushed per test); tests arrange and check the
   cluster with the admin client `kube`;
 - the gateway's part, the signed identity, is made with the gateway's own signing code
-  (platform/identity.py), as the gateway does for every request it forwards;
+  (platform/model/identity.py), as the gateway does for every request it forwards;
 - a course is a fresh test namespace labelled and annotated as deploy/course/ does.
 """
 
@@ -22,10 +22,17 @@ import aiohttp
 
 from tests.operator.support import template_body
 from tests.web.course_support import render_course
-from userland.platform import identity
-from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient, PermanentError, Resource
-from userland.platform.settings import Settings
-from userland.web import security
+from userland.platform.clients.kube import (
+    NAMESPACES,
+    TEMPLATES,
+    USERLANDS,
+    KubeClient,
+    PermanentError,
+    Resource,
+)
+from userland.platform.model import identity
+from userland.platform.model.settings import Settings
+from userland.web.rules import security
 
 SECRET = "p" * 40
 PUBLIC = "http://userland.test"
@@ -125,7 +132,15 @@ def settings(redis_url: str = "redis://127.0.0.1:1/0", **overrides: Any) -> Sett
     return Settings(**values)
 
 
-_ROW = re.compile(r'<tr class="outcome-(\w+)"[^>]*>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>', re.S)
+_ROW = re.compile(r'<tr class="outcome-(\w+)"[^>]*>\s*(?:<td class="line">[^<]*</td>\s*)?'
+                  r'<td[^>]*>([^<]*)</td>\s*<td[^>]*>([^<]*)</td>', re.S)
+_LINE = re.compile(r'<tr class="outcome-\w+"[^>]*>\s*<td class="line">([^<]*)</td>\s*'
+                   r'<td[^>]*>([^<]*)</td>', re.S)
+
+
+def result_lines(page: str) -> list[tuple[str, str]]:
+    """(roster line, login as shown) per row of an add-students results table."""
+    return [(line.strip(), login.strip()) for line, login in _LINE.findall(page)]
 
 
 def outcomes(page: str) -> list[tuple[str, str, str]]:

@@ -1,6 +1,6 @@
 """Adding students through the web UI's form: one login, a pasted list, a CSV; per-row results.
 
-Real parts: the web UI app over HTTP, the control plane, Redis (tests/web/pages_support.py).
+Real parts: the web UI app over HTTP, the control plane, Redis (tests/web/pages/support.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from tests.web.pages.support import (
     make_course,
     make_template,
     outcomes,
+    result_lines,
 )
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.model import naming
 
 
 def userland_writes(client: KubeClient) -> int:
@@ -81,17 +82,22 @@ async def test_csv_roster_reports_each_row_and_a_reimport_changes_nothing(
     roster = (b"login,name,email,section\n"
               b"alice,Alice Liddell,alice@example.edu,A\n"
               b"bob,Bob <b>Smith</b>,bob@example.edu,B\n"
-              b"not a login!,Mallory,,\n"
+              b"Not A Login!,Mallory,,\n"
               b"ALICE,Alice again,,\n")
     status, page = await teacher.post(f"/courses/{namespace}/add", csv_form(roster, ["vscode", "mariadb"]))
     assert status == 200, page
+    # Each row names its CSV line (the header is line 1), and a bad login is shown as typed.
+    lines = result_lines(page)
+    assert [line for line, _ in lines] == ["2", "2", "3", "3", "4", "4", "5", "5"], lines
+    assert ("4", "Not A Login!") in lines and ("5", "alice") in lines
+    assert "duplicate of line 2" in page
     rows = outcomes(page)
     for login in ("alice", "bob"):
         for template in ("Vscode", "Mariadb"):
             assert (login, template, "created") in rows
     invalid = [login for login, _, outcome in rows if outcome == "invalid"]
     assert len(invalid) == 4  # the bad login and the duplicate, for each environment
-    assert any("not a login" in login for login in invalid)
+    assert any("Not A Login!" in login for login in invalid)
     assert "duplicate" in page.lower()  # the second alice, with why
     assert "<b>Smith</b>" not in page  # autoescaped wherever it shows
     created = await _userlands(kube, namespace)

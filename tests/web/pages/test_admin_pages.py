@@ -1,6 +1,6 @@
 """Admin pages: every course with staff and counts, Templates read-only, binding look-up.
 
-Real parts: the web UI app over HTTP, the control plane, Redis (tests/web/pages_support.py).
+Real parts: the web UI app over HTTP, the control plane, Redis (tests/web/pages/support.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.web.pages.support import (
     make_course,
     make_template,
 )
-from userland.platform.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
+from userland.platform.clients.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
 
 
 async def test_only_admins_see_the_admin_pages(
@@ -48,6 +48,14 @@ async def test_admin_sees_every_course_with_staff_and_counts(kube: KubeClient, n
     assert "Databases 101" in row and INSTRUCTOR in row and ASSISTANT in row
     assert "<td>2</td><td>3</td><td>1</td>" in row.replace("\n", "").replace("    ", "")
     assert 'action="/admin/bindings"' in page  # the bindings look-up
+    staff = page[page.index("<strong>Admins</strong>"):]
+    assert "root" in staff[:staff.index("</p>")] and "(you)" not in staff[:staff.index("</p>")]
+    # An admin the web UI's own list does not name (by a team; make run once gave the web UI no
+    # list at all): never "Admins: none" to them.
+    status, page = await as_user("ops", "admin").get("/admin")
+    staff = page[page.index("<strong>Admins</strong>"):]
+    assert status == 200 and "ops (you)" in staff[:staff.index("</p>")]
+    assert "none" not in staff[:staff.index("</p>")]
 
 
 async def test_templates_page_shows_the_api_servers_message_for_an_invalid_one(

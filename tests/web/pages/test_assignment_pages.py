@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.coursework import STORE_SECRET, store_server
+from tests.support.coursework import STORE_SECRET, GitServer, git_server, store_server
 from tests.web.pages.support import (
     ASSISTANT,
     INSTRUCTOR,
@@ -28,9 +28,9 @@ from tests.web.pages.support import (
     make_course,
 )
 from userland.coursework.worker import run
-from userland.platform import naming
-from userland.platform.coursework import Job, JobScope, Member, job_token
-from userland.platform.kube import ASSIGNMENTS, TEMPLATES, KubeClient
+from userland.platform.clients.kube import ASSIGNMENTS, TEMPLATES, KubeClient
+from userland.platform.model import naming
+from userland.platform.model.coursework import Job, JobScope, Member, job_token
 
 JSON = dict[str, Any]
 DUE = "2026-12-07T23:59:00Z"
@@ -38,8 +38,17 @@ ROUND = "20261207T235900Z"
 
 
 @pytest.fixture
-async def store_url(tmp_path: Path) -> AsyncIterator[str]:
-    async with store_server(tmp_path / "store") as url:
+async def git(tmp_path: Path) -> AsyncIterator[GitServer]:
+    """A real git server with `w.git` (branch main): the form checks the repository it names."""
+    async with git_server(tmp_path / "git") as server:
+        server.repo("w", {"hello.py": "print('hello')\n"})
+        yield server
+
+
+@pytest.fixture
+async def store_url(tmp_path: Path, git: GitServer) -> AsyncIterator[str]:
+    """The store, fetching (and checking) only from `git` (USERLAND_STORE_GIT_URLS)."""
+    async with store_server(tmp_path / "store", git_urls=(git.url + "/",)) as url:
         yield url
 
 
@@ -67,29 +76,31 @@ async def wait_cached(user: Browserless, path: str, text: str) -> str:
         await __import__("asyncio").sleep(0.05)
 
 
+# Due in the future (a due date in the past is refused unless "collect what they have now").
 FORM = {"title": "Week 1: Python basics", "templates": "lab", "url": "https://git.example.edu/c/w.git",
-        "ref": "main", "path": "week1", "due": "2026-12-08T00:59", "zone": "Europe/Berlin"}
+        "ref": "main", "path": "week1", "due": "2036-12-08T00:59", "zone": "Europe/Berlin"}
 
 
 async def test_a_teacher_creates_an_assignment_and_every_bad_field_is_said(
-        kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str) -> None:
+        kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str, git: GitServer) -> None:
     as_user = await teacher_in(kube, namespace, web_ui, store_url)
     teacher = as_user(INSTRUCTOR)
+    form = {**FORM, "url": git.url_of("w")}
     page = await wait_cached(teacher, f"/courses/{namespace}/assignments/new", "New assignment")
     assert 'name="templates" value="lab"' in page and "JupyterLab" in page
     for field, value, words in (("path", "../escape", "may not contain &#39;..&#39;"),
-                                ("url", "git@github.com:c/w.git", "must be an https:// address"),
+                                ("url", "git@github.com:c/w.git", "must be an https:// (or http://) address"),
                                 ("due", "tomorrow", "is not a date and time"),
                                 ("templates", "nope", "no environment &#39;nope&#39;")):
-        status, page = await teacher.post(f"/courses/{namespace}/assignments", {**FORM, field: value})
+        status, page = await teacher.post(f"/courses/{namespace}/assignments", {**form, field: value})
         assert status == 400 and words in page and "Nothing was saved" in page, (field, page[:3000])
     assert (await kube.list(ASSIGNMENTS, namespace))["items"] == []
-    status, _ = await teacher.post(f"/courses/{namespace}/assignments", FORM)
+    status, _ = await teacher.post(f"/courses/{namespace}/assignments", form)
     assert status == 303
     created = await kube.get(ASSIGNMENTS, namespace, "week-1-python-basics")
-    assert created["spec"]["due"] == "2026-12-07T23:59:00Z"  # 00:59 in Berlin is 23:59 UTC
+    assert created["spec"]["due"] == "2036-12-07T23:59:00Z"  # 00:59 in Berlin is 23:59 UTC
     assert created["spec"]["templates"] == ["lab"] and created["spec"]["path"] == "week1"
-    status, page = await teacher.post(f"/courses/{namespace}/assignments", FORM)
+    status, page = await teacher.post(f"/courses/{namespace}/assignments", form)
     assert status == 409 and "already has an assignment called" in page
     page = await wait_cached(teacher, f"/courses/{namespace}/assignments", "Week 1: Python basics")
     audit = await wait_cached(teacher, f"/courses/{namespace}/audit", "Created an assignment")
@@ -136,7 +147,17 @@ async def write_status(kube: KubeClient, namespace: str, students: list[JSON], *
         subresource="status")
 
 
-async def collect_into_store(store: str, tmp_path: Path, namespace: str,
+async def tell_members(store: str, namespace: str, uid: str, logins: list[str]) -> None:
+    """What the operator tells the store of an assignment's students (none runs here)."""
+    from userland.platform.clients.store_client import StoreClient
+    client = StoreClient(store, STORE_SECRET, "operator")
+    try:
+        await client.members(namespace, "week1", uid, [("lab", login) for login in logins])
+    finally:
+        await client.close()
+
+
+async def collect_into_store(store: str, tmp_path: Path, namespace: str, uid: str,
                              files: dict[str, dict[str, str]]) -> None:
     """Copies taken by the worker's own code (as a collection Pod would), into the store."""
     members = []
@@ -148,7 +169,8 @@ async def collect_into_store(store: str, tmp_path: Path, namespace: str,
             (folder / path).write_text(text)
         members.append(Member(login, "lab", str(tmp_path / "volumes" / login)))
     scope = JobScope(kind="collect", namespace=namespace, assignment="week1", members=tuple(members),
-                     expires=int(time.time()) + 600, round=ROUND)
+                     expires=int(time.time()) + 600, round=ROUND, uid=uid)
+    await tell_members(store, namespace, uid, list(files))
     (tmp_path / "scratch").mkdir()
     assert await run(Job(scope=scope, path="week1"), job_token(STORE_SECRET, scope), store,
                      tmp_path / "scratch") == 0
@@ -157,8 +179,9 @@ async def collect_into_store(store: str, tmp_path: Path, namespace: str,
 async def test_the_table_the_downloads_and_the_csv(kube: KubeClient, namespace: str, web_ui: AppFactory,
                                                    store_url: str, tmp_path: Path) -> None:
     as_user = await teacher_in(kube, namespace, web_ui, store_url)
-    await kube.create(ASSIGNMENTS, namespace, assignment_body(grades={"bob": {"grade": "=HYPERLINK(1)"}}))
-    await collect_into_store(store_url, tmp_path, namespace, {
+    created = await kube.create(ASSIGNMENTS, namespace,
+                                assignment_body(grades={"bob": {"grade": "=HYPERLINK(1)"}}))
+    await collect_into_store(store_url, tmp_path, namespace, created["metadata"]["uid"], {
         "alice": {"answer.py": "print(42)\n",
                   "data/points.csv": "1,2\n"}, "bob": {"answer.py": "print(41)\n"}})
     receipt = {"round": DUE, "takenAt": "2026-12-07T23:59:00Z", "sha256": "3f2a9c01" + "0" * 56, "files": 2,
@@ -195,7 +218,7 @@ async def test_the_table_the_downloads_and_the_csv(kube: KubeClient, namespace: 
     lines = text.lstrip("\ufeff").splitlines()
     assert lines[0].startswith("login,environment,handed out,collected at")
     assert lines[2].startswith("bob,JupyterLab,Handed out,2026-12-07T23:59:00Z,1,11,")
-    assert lines[2].endswith(",'=HYPERLINK(1),")  # a spreadsheet never runs it
+    assert lines[2].endswith(",'=HYPERLINK(1),,")  # a spreadsheet never runs it
     audit = await wait_cached(teacher, f"/courses/{namespace}/audit", "Exported grades")
     assert "Downloaded students&#39; work" in audit
 
@@ -245,7 +268,9 @@ async def test_extensions_grades_and_actions_write_the_assignment(
 async def test_feedback_is_streamed_to_the_store_only_after_its_token(
         kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str) -> None:
     as_user = await teacher_in(kube, namespace, web_ui, store_url)
-    await kube.create(ASSIGNMENTS, namespace, assignment_body())
+    created = await kube.create(ASSIGNMENTS, namespace, assignment_body())
+    uid = created["metadata"]["uid"]
+    await tell_members(store_url, namespace, uid, ["alice", "bob"])
     await write_status(kube, namespace, [{"user": "alice", "template": "lab", "state": "HandedOut"},
                                          {"user": "bob", "template": "lab", "state": "HandedOut"}])
     teacher = as_user(ASSISTANT)  # assistants grade
@@ -269,13 +294,14 @@ async def test_feedback_is_streamed_to_the_store_only_after_its_token(
     for token, first in ((None, True), ("1.forged", True), (teacher.csrf, False)):
         status, _ = await send(token, first)
         assert status == 403, (token, first)
-    state = await _store_state(store_url, namespace)
+    state = await _store_state(store_url, namespace, uid)
     assert state["feedback"] == {}  # nothing reached the store
     status, page = await send(teacher.csrf)
-    assert status == 200 and "Feedback for 2 students" in page
-    assert "Not students of this assignment" in page and "zed" in page
-    state = await _store_state(store_url, namespace)
-    assert set(state["feedback"]) == {"alice", "zed"}
+    # zed is not a student of it: his folder is said and never kept (it would be kept for nobody).
+    assert status == 200 and "Feedback for 1 student" in page
+    assert "zed (not a student of this assignment)" in page
+    state = await _store_state(store_url, namespace, uid)
+    assert set(state["feedback"]) == {"alice"}
 
 
 async def test_a_feedback_zip_bomb_is_a_400_page_and_loses_nothing(
@@ -283,7 +309,8 @@ async def test_a_feedback_zip_bomb_is_a_400_page_and_loses_nothing(
     """A zip of 300 MB of zeros in one file (about 300 KB) uploaded after real feedback: a 400 page
     that says why, and the feedback already uploaded is still there."""
     as_user = await teacher_in(kube, namespace, web_ui, store_url)
-    await kube.create(ASSIGNMENTS, namespace, assignment_body())
+    uid = (await kube.create(ASSIGNMENTS, namespace, assignment_body()))["metadata"]["uid"]
+    await tell_members(store_url, namespace, uid, ["alice"])
     await write_status(kube, namespace, [{"user": "alice", "template": "lab", "state": "HandedOut"}])
     teacher = as_user(ASSISTANT)
     await wait_cached(teacher, f"/courses/{namespace}/assignments/week1", "alice")
@@ -300,7 +327,7 @@ async def test_a_feedback_zip_bomb_is_a_400_page_and_loses_nothing(
     with zipfile.ZipFile(good, "w") as archive:
         archive.writestr("alice/notes.md", "Well done.\n")
     assert (await send(good.getvalue()))[0] == 200
-    before = (await _store_state(store_url, namespace))["feedback"]
+    before = (await _store_state(store_url, namespace, uid))["feedback"]
     with zipfile.ZipFile(tmp_path / "bomb.zip", "w", compression=zipfile.ZIP_DEFLATED) as archive:
         info = zipfile.ZipInfo("alice/zeros.bin")
         info.compress_type = zipfile.ZIP_DEFLATED
@@ -310,14 +337,40 @@ async def test_a_feedback_zip_bomb_is_a_400_page_and_loses_nothing(
     status, page = await send((tmp_path / "bomb.zip").read_bytes())
     assert status == 400 and "That file cannot be used" in page and "larger than" in page
     assert "Nothing was uploaded" in page
-    assert (await _store_state(store_url, namespace))["feedback"] == before
+    assert (await _store_state(store_url, namespace, uid))["feedback"] == before
 
 
-async def _store_state(store: str, namespace: str) -> JSON:
-    from userland.platform.store_client import StoreClient
+async def test_a_feedback_zip_with_two_spellings_of_a_login_is_a_page_naming_them(
+        kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str) -> None:
+    """`Alice/` and `alice/` in one feedback zip are both alice's (logins are the same whatever
+    their case): one grade file would silently replace the other. A 400 page names the pair, and
+    nothing of the zip is kept (issue 25)."""
+    as_user = await teacher_in(kube, namespace, web_ui, store_url)
+    uid = (await kube.create(ASSIGNMENTS, namespace, assignment_body()))["metadata"]["uid"]
+    await tell_members(store_url, namespace, uid, ["alice"])
+    await write_status(kube, namespace, [{"user": "alice", "template": "lab", "state": "HandedOut"}])
+    teacher = as_user(ASSISTANT)
+    await wait_cached(teacher, f"/courses/{namespace}/assignments/week1", "alice")
+    upload = io.BytesIO()
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("Alice/grade.md", "A\n")
+        archive.writestr("alice/grade.md", "C\n")
+    form = aiohttp.FormData()
+    form.add_field("csrf", teacher.csrf)
+    form.add_field("file", upload.getvalue(), filename="feedback.zip", content_type="application/zip")
+    response = await teacher.client.post(f"/courses/{namespace}/assignments/week1/feedback", data=form,
+                                         headers=headers(ASSISTANT, "student"))
+    page = await response.text()
+    assert response.status == 400 and "That file cannot be used" in page
+    assert "Alice/" in page and "alice/" in page and "Nothing was uploaded" in page
+    assert (await _store_state(store_url, namespace, uid))["feedback"] == {}
+
+
+async def _store_state(store: str, namespace: str, uid: str) -> JSON:
+    from userland.platform.clients.store_client import StoreClient
     client = StoreClient(store, STORE_SECRET, "web")
     try:
-        return await client.state(namespace, "week1")
+        return await client.state(namespace, "week1", uid)
     finally:
         await client.close()
 

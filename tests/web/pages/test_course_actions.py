@@ -1,6 +1,6 @@
 """Acting on a course's environments: remove (with confirmation), restart, suspend, whole-course runs.
 
-Real parts: the web UI app over HTTP, the control plane, Redis (tests/web/pages_support.py).
+Real parts: the web UI app over HTTP, the control plane, Redis (tests/web/pages/support.py).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import re
 import uuid
 
 from tests.operator.support import userland_body
+from tests.support import eventually
 from tests.web.pages.support import (
     ASSISTANT,
     INSTRUCTOR,
@@ -19,8 +20,8 @@ from tests.web.pages.support import (
     outcome_set,
     outcomes,
 )
-from userland.platform import naming
-from userland.platform.kube import EVENTS, NAMESPACES, USERLANDS, KubeClient, NotFound
+from userland.platform.clients.kube import EVENTS, NAMESPACES, USERLANDS, KubeClient, NotFound
+from userland.platform.model import naming
 
 ACTIONS = "/courses/{}/actions"
 
@@ -266,3 +267,79 @@ async def test_unknown_action_and_empty_selection_are_clear_pages(kube: KubeClie
         raise AssertionError("nothing should exist")
     except NotFound:
         pass
+
+
+def _restarted(obj: dict[str, object]) -> bool:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}  # type: ignore[union-attr]
+    return "userland.dev/restartedAt" in annotations
+
+
+async def _restarted_names(kube: KubeClient, namespace: str) -> set[str]:
+    return {u["metadata"]["name"] for u in (await kube.list(USERLANDS, namespace))["items"] if _restarted(u)}
+
+
+async def test_restarting_selected_environments_asks_first_naming_who(
+        kube: KubeClient, namespace: str, web_ui: AppFactory) -> None:
+    """Restarting loses what students have not saved: from "Apply to selected", several ask
+    first, naming each student (as suspending several does); the row's own button does not."""
+    await make_course(kube, namespace)
+    await make_template(kube, namespace, "vscode", displayName="VS Code")
+    names = await _students(kube, namespace, "vscode", "alice", "bob", "carol")
+    teacher = (await web_ui())(INSTRUCTOR)
+    form = {"action": "restart", "names": names[:2]}
+    status, page = await teacher.post(ACTIONS.format(namespace), form)
+    assert status == 200 and "Restart 2 environments of 2 students?" in page, page[-1500:]
+    assert "loses what is not saved" in page
+    assert re.findall(r'<li data-name="([^"]+)">(\w+)', page) == [(names[0], "alice"), (names[1], "bob")]
+    assert await _restarted_names(kube, namespace) == set()  # asking changed nothing
+    status, page = await teacher.post(ACTIONS.format(namespace), {**form, "confirmed": "yes"})
+    assert status == 200 and outcome_set(page) == {"restarted"}
+    assert await _restarted_names(kube, namespace) == set(names[:2])
+
+
+async def test_restart_these_restarts_what_the_search_lists(
+        kube: KubeClient, namespace: str, web_ui: AppFactory) -> None:
+    await make_course(kube, namespace)
+    await make_template(kube, namespace, "vscode")
+    names = await _students(kube, namespace, "vscode", "alice", "albert", "bob")
+    teacher = (await web_ui())(INSTRUCTOR)
+
+    async def listed() -> bool:
+        return "bob" in (await teacher.get(f"/courses/{namespace}"))[1]
+    await eventually(listed)
+    status, page = await teacher.get(f"/courses/{namespace}?q=al")
+    assert status == 200 and ">Restart these…</button>" in page
+    status, page = await teacher.post(ACTIONS.format(namespace),
+                                      {"action": "restart", "scope": "all", "q": "al"})
+    assert status == 200 and "Restart 2 environments of 2 students?" in page, page[-1500:]
+    posted = re.findall(r'<input type="hidden" name="names" value="([^"]+)">', page)
+    assert sorted(posted) == sorted(names[:2])
+    status, page = await teacher.post(ACTIONS.format(namespace), {
+        "action": "restart", "scope": "all", "q": "al", "confirmed": "yes", "names": posted})
+    assert status == 200 and outcome_set(page) == {"restarted"}
+    assert await _restarted_names(kube, namespace) == set(names[:2])
+
+
+async def test_select_all_covers_every_page_of_the_search(
+        kube: KubeClient, namespace: str, web_ui: AppFactory) -> None:
+    """51 environments are two pages: ticking "select all" on the first means all 51 (the form's
+    "every page" box, which the page's script ticks with it), and asks first, naming all 51."""
+    await make_course(kube, namespace)
+    await make_template(kube, namespace, "vscode")
+    logins = [f"s{i:02d}" for i in range(51)]
+    await asyncio.gather(*(_students(kube, namespace, "vscode", login) for login in logins))
+    teacher = (await web_ui())(INSTRUCTOR)
+
+    async def two_pages() -> bool:
+        return "Page 1 of 2" in (await teacher.get(f"/courses/{namespace}"))[1]
+    await eventually(two_pages)
+    status, page = await teacher.get(f"/courses/{namespace}")
+    bulk = page[page.index('<form id="bulk"'):]
+    bulk = bulk[:bulk.index("</form>")]
+    assert 'name="scope" value="all" id="every-page"' in bulk and "All 51 environments, on every page" in bulk
+    visible = re.findall(r'name="names" value="([^"]+)" form="bulk"', page)
+    assert len(visible) == 50
+    status, page = await teacher.post(ACTIONS.format(namespace), {
+        "action": "suspend", "names": visible, "scope": "all", "q": "", "phase": ""})
+    assert status == 200 and "Suspend 51 environments of 51 students?" in page, page[-1500:]
+    assert len(re.findall(r'<input type="hidden" name="names" value="([^"]+)">', page)) == 51

@@ -22,8 +22,8 @@ from tests.web.pages.class_states import (
     snapshot,
 )
 from tests.web.pages.support import Browserless
-from userland.platform import naming
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
+from userland.platform.model import naming
 
 
 async def test_every_filter_through_every_course_wide_action_picks_what_the_dashboard_shows(

@@ -13,8 +13,8 @@ from tests.support import eventually
 from tests.support.metrics import Samples, parse
 from tests.support.metrics import value as get
 from tests.web.pages.support import INSTRUCTOR, AppFactory, headers, make_course, make_template
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.model import naming
 from userland.web.app import create_internal_app
 
 

@@ -17,8 +17,8 @@ from tests.web.pages.support import (
     make_template,
 )
 from userland.local.controlplane import free_port
-from userland.platform.kube import USERLANDS, KubeClient
-from userland.platform.kubeconfig import ClusterAccess
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.clients.kubeconfig import ClusterAccess
 
 
 async def _no_token() -> str | None:

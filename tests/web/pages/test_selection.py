@@ -1,4 +1,4 @@
-"""What an action touches and what a teacher is told first (web/selection.py, pure)."""
+"""What an action touches and what a teacher is told first (web/rules/selection.py, pure)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from userland.platform import storage_words
-from userland.web import selection
-from userland.web.courses import Course
+from userland.platform.model import storage_words
+from userland.web.rules import selection
+from userland.web.rules.courses import Course
 
 COURSE = Course(namespace="db-2026", title="Databases  101")
 
@@ -57,7 +57,8 @@ def test_what_asks_first_and_what_it_needs() -> None:
     assert ask("remove", one, whole_course=False, may_resume=True)
     assert ask("suspend", two, whole_course=False, may_resume=True)
     assert not ask("suspend", one, whole_course=False, may_resume=True)
-    assert not ask("restart", two * 250, whole_course=False, may_resume=True)
+    assert ask("restart", two, whole_course=False, may_resume=True)  # unsaved work is lost: asks first
+    assert not ask("restart", one, whole_course=False, may_resume=True)  # a row's own button
     assert not ask("start", two * 250, whole_course=False, may_resume=True)
     for action in selection.COURSE_ACTIONS:  # a course-wide run always lists what it touches first
         assert ask(action, [], whole_course=True, may_resume=False)

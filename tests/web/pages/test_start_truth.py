@@ -11,8 +11,8 @@ import re
 
 from tests.web.pages.class_states import ACTIONS, CLASS, REMOVING, confirmation, snapshot
 from tests.web.pages.support import ASSISTANT, INSTRUCTOR, Browserless, outcomes
-from userland.platform import naming
-from userland.platform.kube import USERLANDS, KubeClient
+from userland.platform.clients.kube import USERLANDS, KubeClient
+from userland.platform.model import naming
 
 STARTED_AT = "userland.dev/started-at"
 STARTED_BY = "userland.dev/started-by"
@@ -45,6 +45,9 @@ async def test_an_assistant_cannot_restart_or_start_the_class_by_naming_every_en
     # One student's environments, both of them, is an assistant's job.
     status, page = await ta.post(ACTIONS.format(namespace), {
         "action": "restart", "names": [n("vscode", "alice"), n("demo", "alice")]})
+    assert status == 200 and "Restart 2 environments?" in page, page[-800:]  # two: it asks first
+    status, page = await ta.post(ACTIONS.format(namespace), {
+        "action": "restart", "names": [n("vscode", "alice"), n("demo", "alice")], "confirmed": "yes"})
     assert status == 200, page[-800:]
     assert {o for _, _, o in outcomes(page)} == {"restarted"}
 

@@ -13,7 +13,7 @@ import re
 import time
 
 from tests.web.pages.support import INSTRUCTOR, AppFactory, make_course, make_template
-from userland.platform.kube import KubeClient
+from userland.platform.clients.kube import KubeClient
 
 
 async def test_a_form_from_one_replica_works_on_the_other_and_both_show_the_result(

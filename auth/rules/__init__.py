@@ -1,0 +1,1 @@
+"""Auth's rules: origins and their cookies, roles, redirects; pure (no I/O, no clients)."""

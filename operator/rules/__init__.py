@@ -1,0 +1,1 @@
+"""The operator's rules: what each object should be; pure (no I/O, no clients)."""

@@ -1,0 +1,1 @@
+"""An Assignment's plan, worker Pods, status, census and Events; pure."""

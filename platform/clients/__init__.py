@@ -1,0 +1,1 @@
+"""The platform's I/O edge: Kubernetes, Redis, the store, logs and metrics."""
