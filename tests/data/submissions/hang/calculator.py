@@ -1,0 +1,4 @@
+"""A submission that never returns."""
+
+while True:
+    pass

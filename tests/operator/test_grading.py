@@ -1,0 +1,137 @@
+"""Grading end to end: the operator, the local runner running its grading Pods, a real git server
+and the assignment store, on the real control plane (docs/grading.md).
+
+Real: kube-apiserver, etcd and the controllers; the operator (`Controller`, in this process); the
+runner (every Pod a local process, every volume a folder); git's own http-backend; the store over
+HTTP; the project's sample autograder (tests/data/autograders/python) run by the grading Pods.
+alice's copy is right, bob's wrong, carol's hangs: two scores and "timed out after 10 s".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.operator.test_assignments import Course, _equal, course, template, userland
+from tests.support import MUST_COMPLETE, eventually
+from userland.platform.clients.kube import ASSIGNMENTS, PODS
+from userland.platform.model import naming
+from userland.platform.model.gradescope import Results, parse_results
+from userland.platform.model.objects import rfc3339
+
+__all__ = ["course"]
+JSON = dict[str, Any]
+DATA = Path(__file__).resolve().parents[1] / "data"
+TIME_LIMIT = 10
+
+
+def repository() -> dict[str, str]:
+    """The starter (handed out) and, beside it, the tests (never handed out)."""
+    files = {"week1/calculator.py": "def add(a, b):\n    raise NotImplementedError\n"}
+    for path in (DATA / "autograders" / "python").iterdir():
+        files[f"grading/{path.name}"] = path.read_text()
+    # The first case waits long enough for a hanging copy to pass the grader's own time limit.
+    files["grading/cases.json"] = files["grading/cases.json"].replace(
+        '"points": 2,\n   "visibility": "visible"}',
+        '"points": 2,\n   "visibility": "visible", "timeout": 30}', 1)
+    return files
+
+
+async def gradings(course: Course) -> dict[str, JSON]:
+    return {k: e.get("grading") or {} for k, e in (await course.students()).items()}
+
+
+async def settled(course: Course, count: int) -> dict[str, JSON] | None:
+    found = await gradings(course)
+    done = {k: g for k, g in found.items() if g.get("state") in ("Graded", "Failed")}
+    return found if len(done) == count else None
+
+
+async def grading_pods(course: Course) -> list[JSON]:
+    pods = (await course.kube.list(PODS, course.ns, label_selector=f"{naming.LABEL_WORK}=grade"))["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+async def test_two_copies_graded_and_a_hanging_one_timed_out(course: Course) -> None:
+    await course.add(template("lab"), userland("alice", "lab"), userland("bob", "lab"),
+                     userland("carol", "lab"))
+    files = repository()
+    assert '"timeout": 30' in files["grading/cases.json"]
+    course.git.repo("course", files)
+    await course.assignment(source={"url": course.git.url_of("course"), "subPath": "week1"},
+                            due="2099-01-01T00:00:00Z", returnFeedback=True,
+                            grades={"carol": {"grade": "5/10", "comment": "Marked by hand: it hangs"}},
+                            grader={"image": "course/grader:1", "tests": {"path": "grading"}, "maxScore": 10,
+                                    "timeLimit": f"{TIME_LIMIT}s"})
+    wanted = {"lab/alice": "HandedOut", "lab/bob": "HandedOut", "lab/carol": "HandedOut"}
+    await eventually(lambda: _equal(course.states(), wanted), timeout=MUST_COMPLETE)
+    # The tests are never handed out: only the starter folder is.
+    assert not (course.folder("lab", "alice") / "cases.json").exists()
+    for login, submission in (("alice", "right"), ("bob", "wrong"), ("carol", "hang")):
+        code = (DATA / "submissions" / submission / "calculator.py").read_text()
+        (course.folder("lab", login) / "calculator.py").write_text(code)
+    # The deadline is now: each copy is taken, then graded.
+    await course.kube.merge_patch(ASSIGNMENTS, course.ns, "week1", {"spec": {"due": "2020-01-01T00:00:00Z"}})
+    found = await eventually(lambda: settled(course, 3), timeout=MUST_COMPLETE)
+    assert found["lab/alice"]["state"] == "Graded" and found["lab/alice"]["score"] == 10, found
+    assert found["lab/bob"]["state"] == "Graded" and found["lab/bob"]["score"] == 4, found
+    assert found["lab/carol"] == {**found["lab/carol"], "state": "Failed", "reason": "TimedOut",
+                                  "message": f"timed out after {TIME_LIMIT} s"}
+    status = await course.status()
+    assert status["graded"] == "2/3"
+    assert status["grading"]["graded"] == 2 and status["grading"]["failed"] == 1
+    condition = next(c for c in status["conditions"] if c["type"] == "Grading")
+    assert condition["status"] == "False" and condition["reason"] == "GradingFailed"
+    assert "timed out after 10 s" in condition["message"]
+    # The whole results are at the store, in Gradescope's shape.
+    uid = await course.uid()
+    bob = await course.store.grading_results(course.ns, "week1", uid, "lab", "bob")
+    assert bob is not None
+    results = parse_results(str.encode(__import__("json").dumps(bob["results"])))
+    assert isinstance(results, Results)
+    assert {t.name: t.score for t in results.tests}["multiply(4, 5)"] == 0
+    # No grading Pod is left holding a slot.
+    await eventually(lambda: _no_pods(course), timeout=MUST_COMPLETE)
+    # The score is the grade returned to the student, unless staff set one by hand (which wins).
+    assert found["lab/carol"]["manualGrade"] == "5/10" and "manualGrade" not in found["lab/alice"]
+
+    def returned(login: str) -> str | None:
+        path = course.folder("lab", login) / "feedback" / "FEEDBACK.md"
+        return path.read_text() if path.exists() else None
+    assert "10/10" in await eventually(lambda: returned("alice"), timeout=MUST_COMPLETE)
+    assert "4/10" in await eventually(lambda: returned("bob"), timeout=MUST_COMPLETE)
+    assert "5/10" in await eventually(lambda: returned("carol"), timeout=MUST_COMPLETE)
+
+    # Graded once: nothing is run again for the same copy and tests ...
+    before = {k: g.get("at") for k, g in (await gradings(course)).items()}
+    # ... until staff ask for a regrade of one student.
+    await course.kube.merge_patch(ASSIGNMENTS, course.ns, "week1", {"metadata": {"annotations": {
+        naming.ANNOTATION_REGRADE: f"{rfc3339()} bob"}}})
+
+    async def regraded() -> dict[str, JSON] | None:
+        now = await gradings(course)
+        bob = now["lab/bob"]
+        return now if bob.get("at") != before["lab/bob"] and bob.get("state") == "Graded" else None
+    after = await eventually(regraded, timeout=MUST_COMPLETE)
+    assert after["lab/bob"]["score"] == 4
+    assert after["lab/alice"].get("at") == before["lab/alice"]
+
+
+async def _no_pods(course: Course) -> bool:
+    return not await grading_pods(course)
+
+
+async def test_an_invalid_grader_is_said_and_hand_out_goes_on(course: Course) -> None:
+    await course.add(template("lab"), userland("alice", "lab"))
+    course.git.repo("course", repository())
+    await course.assignment(source={"url": course.git.url_of("course"), "subPath": "week1"},
+                            grader={"image": "course/grader:1", "tests": {"path": "week1/tests"},
+                                    "maxScore": 10})
+    await eventually(lambda: _equal(course.states(), {"lab/alice": "HandedOut"}), timeout=MUST_COMPLETE)
+
+    async def condition() -> JSON | None:
+        found = [c for c in (await course.status()).get("conditions") or [] if c["type"] == "Grading"]
+        return found[0] if found else None
+    said = await eventually(condition, timeout=MUST_COMPLETE)
+    assert said["status"] == "False" and said["reason"] == "InvalidGrader"
+    assert "overlaps the folder handed out to students" in said["message"]

@@ -1,0 +1,104 @@
+"""What the web UI shows of grading (docs/grading.md): each student's grading in the teacher's
+table, and on /me what the student may see of their results (pure).
+
+The teacher sees the state, the score, the reason of a failure and that their own grade wins over
+the grader's; the student sees what the visibility rules allow (platform/model/gradescope.py
+`student_view`), never a hidden test, and a total only when nothing is held back from them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from userland.platform.model.gradescope import (
+    GradedTest,
+    Results,
+    StudentView,
+    parse_results,
+    score_words,
+    student_view,
+)
+
+JSON = dict[str, Any]
+WORDS = {"Queued": "queued", "Running": "being graded", "Graded": "graded", "Failed": "not graded"}
+BADGES = {"Queued": "phase-idle", "Running": "phase-starting", "Graded": "phase-ready",
+          "Failed": "phase-failed"}
+# What a student reads of a grading that failed: never the harness's words (they may name tests).
+STUDENT_FAILED = "Your work could not be graded automatically; your teacher has been told."
+
+
+@dataclass(frozen=True)
+class GradingRow:
+    """One student's grading in the teacher's table."""
+
+    state: str
+    words: str
+    badge: str
+    score: str = ""  # "7/10"
+    line: str = ""  # queued: its place and when it should be graded
+    reason: str = ""  # why it failed, in the grader's or the platform's words
+    manual: str = ""  # staff's own grade, which wins
+
+
+def grading_row(entry: Any, max_score: float | None) -> GradingRow | None:
+    """The teacher's view of a status entry's `grading` (None: nothing graded or queued)."""
+    if not isinstance(entry, dict) or entry.get("state") not in WORDS:
+        return None
+    state = str(entry["state"])
+    score = entry.get("score")
+    shown = score_words(float(score), max_score) if isinstance(score, int | float) and max_score else ""
+    reason = str(entry.get("message") or entry.get("reason") or "") if state == "Failed" else ""
+    line = ""
+    if state == "Queued" and isinstance(entry.get("position"), int):
+        line = f"number {entry['position']} in line"
+        if isinstance(entry.get("estimatedAt"), str):
+            line += f", graded by about {entry['estimatedAt'][11:16]} UTC"
+    return GradingRow(state=state, words=WORDS[state], badge=BADGES[state], score=shown, reason=reason,
+                      line=line,
+                      manual=str(entry.get("manualGrade") or ""))
+
+
+@dataclass(frozen=True)
+class StudentResults:
+    """What /me shows a student of their grading."""
+
+    state: str  # Queued, Running, Graded, Failed
+    words: str
+    view: StudentView | None = None
+    max_score: float | None = None
+    manual: str = ""
+
+    @property
+    def score(self) -> str:
+        if self.manual:
+            return self.manual
+        if self.view is None or self.view.score is None or not self.max_score:
+            return ""
+        return score_words(self.view.score, self.max_score)
+
+    def test_words(self, test: GradedTest) -> str:
+        if test.score is not None and test.max_score is not None:
+            return f"{test.score:g}/{test.max_score:g}"
+        return {"passed": "passed", "failed": "failed"}.get(test.status, "")
+
+
+def student_results(entry: Any, stored: JSON | None, *, max_score: float | None, deadline_passed: bool,
+                    published: bool) -> StudentResults | None:
+    """The student's own results: their status entry's `grading`, and the whole results from the
+    store (`stored`: {"summary", "results"}), filtered by the visibility rules."""
+    if not isinstance(entry, dict) or entry.get("state") not in WORDS:
+        return None
+    state = str(entry["state"])
+    manual = str(entry.get("manualGrade") or "") if published else ""
+    if state != "Graded":
+        words = STUDENT_FAILED if state == "Failed" else f"Your work is {WORDS[state]}."
+        return StudentResults(state=state, words=words, max_score=max_score, manual=manual)
+
+    results = parse_results(json.dumps((stored or {}).get("results")).encode()) if stored else None
+    if not isinstance(results, Results):
+        return StudentResults(state=state, words="Your work is graded.", max_score=max_score, manual=manual)
+    view = student_view(results, deadline_passed=deadline_passed, published=published)
+    return StudentResults(state=state, words="Your work is graded.", view=view, max_score=max_score,
+                          manual=manual)
