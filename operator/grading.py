@@ -15,12 +15,12 @@ import dataclasses
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 from userland.operator.apply import Applier
+from userland.operator.fetching import fetch_once
 from userland.operator.indexes import Caches
 from userland.operator.rules.assignment.memory import AssignmentMemory, FetchOutcome
 from userland.operator.rules.assignment.plan import Env, latest_copy
@@ -37,7 +37,7 @@ from userland.operator.rules.grading.queue import GradingQueue, line_estimates
 from userland.operator.rules.reconcile import DONE, Result
 from userland.platform.clients.kube import JSON, PODS, AlreadyExists, KubeClient, KubeError, NotFound
 from userland.platform.clients.logs import ObjectLogger
-from userland.platform.clients.store_client import FetchRefused, StoreClient, StoreError, StoreUnavailable
+from userland.platform.clients.store_client import StoreClient, StoreError, StoreUnavailable
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment, Source
 from userland.platform.model.grading import Grader, GraderProblem, parse_grader
@@ -49,7 +49,6 @@ MIB = 1024 * 1024
 # While copies wait for a slot, the assignment looks again this often (a slot freed elsewhere).
 QUEUE_LOOK_SECONDS = 2.0
 DURATIONS_KEPT = 20
-FETCH_RETRY_FIRST, FETCH_RETRY_MAX = 15.0, 600.0
 Token = Callable[[Assignment, Source], Awaitable[str]]
 
 
@@ -189,37 +188,27 @@ class Grading:
                      logger: ObjectLogger) -> tuple[FetchOutcome, Result]:
         """The tests' source at the store (fetched once per fingerprint), or why not."""
         wanted = tests_fingerprint(assignment, grader, regrade)
-        known = memory.tests if memory.tests is not None and memory.tests.fingerprint == wanted else None
-        if known is not None:
-            if known.info is not None:
-                return known, DONE
-            if time.monotonic() < known.retry_at:
-                return known, Result.again_in(known.retry_at - time.monotonic())
-        delay = known.delay if known is not None else 0.0
         repository = grader.tests.repository or assignment.spec.source
-        try:
+
+        async def fetch() -> JSON:
             token = await self.token(assignment, repository)
-            fetched = await self.store.fetch(
+            return await self.store.fetch(
                 assignment.ref.namespace, assignment.name, assignment.ref.uid, url=repository.url,
                 ref=repository.ref, sub_path=grader.tests.path, token=token,
                 secret=repository.token_secret.name if repository.token_secret else "")
-        except (FetchRefused, StoreUnavailable, StoreError) as err:
-            reason = getattr(err, "reason", "") or "StoreUnavailable"
-            delay = min(max(delay * 2, FETCH_RETRY_FIRST), FETCH_RETRY_MAX)
-            memory.tests = FetchOutcome(wanted, problem=(reason, err.message),
-                                        retry_at=time.monotonic() + delay, delay=delay)
-            logger.info("tests not fetched", extra={"reason": reason, "retry_in": delay})
-            return memory.tests, Result.again_in(delay)
-        except TokenProblem as err:
-            delay = min(max(delay * 2, FETCH_RETRY_FIRST), FETCH_RETRY_MAX)
-            memory.tests = FetchOutcome(wanted, problem=(err.reason, err.message),
-                                        retry_at=time.monotonic() + delay, delay=delay)
-            return memory.tests, Result.again_in(delay)
-        info = {"key": fetched.get("key"), "commit": fetched.get("commit"), "bytes": fetched.get("bytes"),
-                "files": fetched.get("count"), "fingerprint": wanted}
-        memory.tests = FetchOutcome(wanted, info=info)
-        logger.info("tests fetched", extra={"commit": info["commit"], "files": info["files"]})
-        return memory.tests, DONE
+
+        def info_of(fetched: JSON) -> JSON:
+            return {"key": fetched.get("key"), "commit": fetched.get("commit"), "bytes": fetched.get("bytes"),
+                    "files": fetched.get("count"), "fingerprint": wanted}
+
+        outcome, look, fresh = await fetch_once(memory.tests, wanted, fetch, info_of)
+        memory.tests = outcome
+        if fresh and outcome.info is not None:
+            logger.info("tests fetched", extra={"commit": outcome.info["commit"],
+                                                "files": outcome.info["files"]})
+        elif fresh and outcome.problem is not None:
+            logger.info("tests not fetched", extra={"reason": outcome.problem[0], "retry_in": outcome.delay})
+        return outcome, look
 
     async def _record(self, assignment: Assignment, failures: list[Failure], logger: ObjectLogger) -> None:
         if not failures:
@@ -256,13 +245,6 @@ class Grading:
         self.caches.pods.put(created)
         logger.info("grading Pod made", extra={"pod": pod["metadata"]["name"], "environment": work.env})
         return True
-
-
-class TokenProblem(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 def _tests_shown(info: JSON) -> JSON:

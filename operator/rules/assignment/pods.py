@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from userland.operator.rules.assignment.plan import Env, Pending
-from userland.operator.rules.builders import owner_reference, spec_hash
+from userland.operator.rules.sandbox import container_security, job_env, sandboxed_pod, store_only_policy
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment
-from userland.platform.model.coursework import Job, JobScope, Member, job_token, manifest_key
+from userland.platform.model.coursework import Job, JobScope, Member, manifest_key
 from userland.platform.model.objects import rfc3339
 
 JSON = dict[str, Any]
@@ -90,33 +90,21 @@ def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], 
     mounts = [{"name": f"s{i}", "mountPath": m.mount} for i, m in enumerate(members)]
     mounts.append({"name": "scratch", "mountPath": SCRATCH})
     run_as = first.run_as
-    security: JSON = {"runAsNonRoot": run_as.uid != 0, "seccompProfile": {"type": "RuntimeDefault"}}
+    security: JSON = {"runAsNonRoot": run_as.uid != 0}
     for key, value in (("runAsUser", run_as.uid), ("runAsGroup", run_as.gid), ("fsGroup", run_as.fs_group)):
         if value is not None:
             security[key] = value
     spec: JSON = {
-        "restartPolicy": "OnFailure",
-        "activeDeadlineSeconds": deadline,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": security,
         "containers": [{
             "name": "work",
             "image": settings.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["userland"],
             "args": ["assignment-work"],
-            "env": [
-                {"name": "USERLAND_JOB", "value": job.to_json()},
-                {"name": "USERLAND_JOB_TOKEN", "value": job_token(settings.store_secret, scope)},
-                {"name": "USERLAND_STORE_URL", "value": settings.store_url},
-                {"name": "TMPDIR", "value": SCRATCH},
-                {"name": "HOME", "value": SCRATCH},
-            ],
+            "env": job_env(job, settings.store_secret, settings.store_url, SCRATCH),
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
                           "limits": {"cpu": "1", "memory": "512Mi"}},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
+            "securityContext": container_security(),
             "volumeMounts": mounts,
         }],
         "volumes": volumes,
@@ -129,50 +117,18 @@ def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], 
     if first.tolerations:
         spec["tolerations"] = [dict(t) for t in first.tolerations]
     summary = {"kind": kind, "key": pending.key, "members": [e.key for e in envs]}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name(assignment, kind, pending.key, envs),
-            "namespace": assignment.ref.namespace,
-            "labels": worker_labels(assignment, kind, first.template),
-            "annotations": {naming.ANNOTATION_JOB: json.dumps(summary, separators=(",", ":"))},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": spec,
-    }
+    return sandboxed_pod(assignment, name=pod_name(assignment, kind, pending.key, envs),
+                         labels=worker_labels(assignment, kind, first.template), summary=summary,
+                         deadline=deadline, restart="OnFailure", pod_security=security, spec=spec)
 
 
 def worker_policy(assignment: Assignment, store_labels: dict[str, str], store_namespace: str,
                   store_port: int) -> JSON:
     """The worker Pods of this Assignment take no connections and may open only two kinds: to the
     store's Pods (on its port) and to DNS (to find it)."""
-    peer: JSON = {"podSelector": {"matchLabels": dict(store_labels)}}
-    if store_namespace:
-        peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": store_namespace}}
-    policy: JSON = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": naming.assignment_policy_name(assignment.name),
-            "namespace": assignment.ref.namespace,
-            "labels": {naming.LABEL_MANAGED_BY: naming.MANAGED_BY, naming.LABEL_ASSIGNMENT: assignment.name},
-            "annotations": {},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {naming.LABEL_ASSIGNMENT: assignment.name,
-                                            naming.LABEL_COMPONENT: naming.WORKER_COMPONENT}},
-            # Ingress listed with no rule: nothing may connect to a worker Pod.
-            "policyTypes": ["Ingress", "Egress"],
-            "egress": [
-                {"to": [peer], "ports": [{"protocol": "TCP", "port": store_port}]},
-                {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-            ],
-        },
-    }
-    policy["metadata"]["annotations"][naming.ANNOTATION_SPEC_HASH] = spec_hash(policy)
-    return policy
+    return store_only_policy(assignment, name=naming.assignment_policy_name(assignment.name),
+                             component=naming.WORKER_COMPONENT, store_labels=store_labels,
+                             store_namespace=store_namespace, store_port=store_port, dns=True)
 
 
 def job_summary(pod: JSON) -> JSON | None:

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from userland.operator.rules.builders import owner_reference, spec_hash
+from userland.operator.rules.sandbox import container_security, job_env, sandboxed_pod, store_only_policy
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment
-from userland.platform.model.coursework import Job, JobScope, Member, job_token
+from userland.platform.model.coursework import Job, JobScope, Member
 from userland.platform.model.grading import DEFAULT_COMMAND, Grader, grade_version, quantity
 
 JSON = dict[str, Any]
@@ -120,18 +120,10 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
                      expires=int((now + timedelta(seconds=deadline + 600)).timestamp()),
                      source=work.tests_key, round=work.round, uid=assignment.ref.uid)
     job = Job(scope=scope, path=ROOT, commit=work.copy_sha256)
-    platform_env = [
-        {"name": "USERLAND_JOB", "value": job.to_json()},
-        {"name": "USERLAND_JOB_TOKEN", "value": job_token(settings.store_secret, scope)},
-        {"name": "USERLAND_STORE_URL", "value": settings.store_url},
-        {"name": "HOME", "value": "/tmp"},
-        {"name": "TMPDIR", "value": "/tmp"},
-    ]
+    platform_env = job_env(job, settings.store_secret, settings.store_url, "/tmp")
     disk = dict(grader.limits)["ephemeral-storage"]
     limits_small = {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
     requests_small = {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
-    no_privilege = {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]}}
     volumes = [
         {"name": "submission", "emptyDir": {"sizeLimit": f"{settings.copy_bytes // MIB + 16}Mi"}},
         {"name": "source", "emptyDir": {"sizeLimit": f"{max(work.tests_bytes, 0) // MIB + 64}Mi"}},
@@ -143,7 +135,7 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
         "name": "fetch", "image": settings.image, "imagePullPolicy": "IfNotPresent",
         "command": ["userland"], "args": ["assignment-work", "fetch"], "env": platform_env,
         "resources": {"limits": limits_small, "requests": requests_small},
-        "securityContext": {**no_privilege, "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False},
+        "securityContext": container_security(runAsUser=0, runAsGroup=0, runAsNonRoot=False),
         "volumeMounts": [{"name": "submission", "mountPath": f"{ROOT}/submission"},
                          {"name": "source", "mountPath": f"{ROOT}/source"},
                          {"name": "results", "mountPath": f"{ROOT}/results"},
@@ -155,9 +147,8 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
         "args": [*(grader.command if grader.command != DEFAULT_COMMAND else ()), *grader.args],
         "env": [{"name": k, "value": v} for k, v in grader.env],
         "resources": grader.resources(),
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False, "runAsUser": 0,
-                            "runAsNonRoot": False,
-                            "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}},
+        "securityContext": container_security(read_only_root=False, add=("SETUID", "SETGID"), runAsUser=0,
+                                              runAsNonRoot=False),
         "volumeMounts": [{"name": "submission", "mountPath": f"{ROOT}/submission", "readOnly": True},
                          {"name": "source", "mountPath": f"{ROOT}/source"},
                          {"name": "results", "mountPath": f"{ROOT}/results"},
@@ -167,8 +158,8 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
         "name": "report", "image": settings.image, "imagePullPolicy": "IfNotPresent",
         "command": ["userland"], "args": ["assignment-work", "report"], "env": platform_env,
         "resources": {"limits": limits_small, "requests": requests_small},
-        "securityContext": {**no_privilege, "runAsUser": PLATFORM_UID, "runAsGroup": PLATFORM_UID,
-                            "runAsNonRoot": True},
+        "securityContext": container_security(runAsUser=PLATFORM_UID, runAsGroup=PLATFORM_UID,
+                                              runAsNonRoot=True),
         # The submission too (read-only), so that its job's paths are the fetch step's.
         "volumeMounts": [{"name": "results", "mountPath": f"{ROOT}/results", "readOnly": True},
                          {"name": "submission", "mountPath": f"{ROOT}/submission", "readOnly": True},
@@ -176,52 +167,16 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
     }
     summary = {"kind": "grade", "key": work.version, "members": [work.env], "round": work.round,
                "timeLimit": grader.time_limit, "attempt": attempt}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": grading_pod_name(assignment, work, attempt),
-            "namespace": assignment.ref.namespace,
-            "labels": grading_labels(assignment, work.template),
-            "annotations": {naming.ANNOTATION_JOB: json.dumps(summary, separators=(",", ":"))},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "activeDeadlineSeconds": deadline,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "initContainers": [fetch, grade],
-            "containers": [report],
-            "volumes": volumes,
-        },
-    }
+    return sandboxed_pod(assignment, name=grading_pod_name(assignment, work, attempt),
+                         labels=grading_labels(assignment, work.template), summary=summary,
+                         deadline=deadline, restart="Never",
+                         spec={"initContainers": [fetch, grade], "containers": [report], "volumes": volumes})
 
 
 def grading_policy(assignment: Assignment, store_labels: dict[str, str], store_namespace: str,
                    store_port: int) -> JSON:
     """Nothing connects to an Assignment's grading Pods; they connect only to the store's Pods, on
     its port (no DNS: the store's address is an IP address in their job)."""
-    peer: JSON = {"podSelector": {"matchLabels": dict(store_labels)}}
-    if store_namespace:
-        peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": store_namespace}}
-    policy: JSON = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": naming.grading_policy_name(assignment.name),
-            "namespace": assignment.ref.namespace,
-            "labels": {naming.LABEL_MANAGED_BY: naming.MANAGED_BY, naming.LABEL_ASSIGNMENT: assignment.name},
-            "annotations": {},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {naming.LABEL_ASSIGNMENT: assignment.name,
-                                            naming.LABEL_COMPONENT: naming.GRADER_COMPONENT}},
-            "policyTypes": ["Ingress", "Egress"],
-            "egress": [{"to": [peer], "ports": [{"protocol": "TCP", "port": store_port}]}],
-        },
-    }
-    policy["metadata"]["annotations"][naming.ANNOTATION_SPEC_HASH] = spec_hash(policy)
-    return policy
+    return store_only_policy(assignment, name=naming.grading_policy_name(assignment.name),
+                             component=naming.GRADER_COMPONENT, store_labels=store_labels,
+                             store_namespace=store_namespace, store_port=store_port, dns=False)
