@@ -255,7 +255,7 @@ def create_store_app(options: StoreOptions) -> web.Application:
     app.router.add_get(f"{base}/grading/tests.tar", grading_tests)
     app.router.add_post(f"{base}/grading/report", grading_report)
     app.router.add_post(f"{base}/grading/failures", grading_failures)
-    app.router.add_get(base + "/grading/results/{template}/{login}", grading_results)
+    app.router.add_get(base + "/grading/{kind:results|checks}/{template}/{login}", grading_results)
 
     async def start_sweep(app: web.Application) -> None:
         app[SWEEP] = asyncio.create_task(sweep(app))

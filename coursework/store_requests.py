@@ -105,8 +105,9 @@ def json_body(body: bytes) -> Any:
         raise web.HTTPBadRequest(text="not JSON\n") from None
 
 
-def scoped(request: web.Request, kind: WorkKind) -> JobScope:
-    """The job scope a worker Pod presents, for this assignment and kind of work (403 otherwise)."""
+def scoped(request: web.Request, kind: WorkKind, *also: WorkKind) -> JobScope:
+    """The job scope a worker Pod presents, for this assignment and kind of work (or one of `also`;
+    403 otherwise)."""
     ref = ref_of(request)
     try:
         scope = coursework.verify_job(request.app[OPTIONS].secret,
@@ -114,7 +115,8 @@ def scoped(request: web.Request, kind: WorkKind) -> JobScope:
                                       request.headers.get(coursework.TOKEN_HEADER, ""))
     except ScopeRefused as err:
         raise refuse(request, str(err)) from None
-    if (scope.kind, scope.namespace, scope.assignment, scope.uid) != (kind, ref.namespace, ref.name, ref.uid):
+    if scope.kind not in (kind, *also) or \
+            (scope.namespace, scope.assignment, scope.uid) != (ref.namespace, ref.name, ref.uid):
         raise refuse(request, "the job is for other work")
     if request.app[STORE].retired(ref):
         # A job of a deleted assignment (its Pod outlived it): nothing of it is taken any more.

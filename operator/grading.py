@@ -25,6 +25,7 @@ from userland.operator.indexes import Caches
 from userland.operator.rules.assignment.memory import AssignmentMemory, FetchOutcome
 from userland.operator.rules.assignment.plan import Env, latest_copy
 from userland.operator.rules.grading import status as grading_status
+from userland.operator.rules.grading.checks import plan_checks
 from userland.operator.rules.grading.plan import (
     Failure,
     GradingPod,
@@ -40,6 +41,7 @@ from userland.platform.clients.logs import ObjectLogger
 from userland.platform.clients.store_client import StoreClient, StoreError, StoreUnavailable
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment, Source
+from userland.platform.model.coursework import round_id
 from userland.platform.model.grading import Grader, GraderProblem, parse_grader
 from userland.platform.model.objects import meta, rfc3339
 from userland.platform.model.settings import Settings
@@ -144,8 +146,9 @@ class Grading:
             if newest is not None:
                 round_, receipt = newest
                 copies[env.key] = (env.login, env.template, round_, str(receipt.get("sha256") or ""))
-        pods = [p for p in (grading_pod_of(o) for o in self.caches.workers_of(namespace, name))
-                if p is not None]
+        found = [p for p in (grading_pod_of(o) for o in self.caches.workers_of(namespace, name))
+                 if p is not None]
+        pods = [p for p in found if p.kind == "grade"]
         plan = plan_grading(copies, str(tests.info["key"]), state.get("graded") or {}, pods, regrade, now=now)
         await self._record(assignment, plan.failures, logger)
         port = urlsplit(self.settings.store_url).port or 8080
@@ -181,8 +184,47 @@ class Grading:
         result = Result.again_at(plan.look_again, now) if plan.look_again is not None else DONE
         if len(plan.start) > started:
             result = result.sooner(Result.again_in(QUEUE_LOOK_SECONDS))
-        return grading_status.grading_status(grader, _tests_shown(tests.info), None, plan, old, generation,
-                                             now=now), look.sooner(result)
+        checks, checks_look = await self._checks(assignment, grader, envs, state, tests.info,
+                                                 [p for p in found if p.kind == "check"], settings, now,
+                                                 logger)
+        status = grading_status.grading_status(grader, _tests_shown(tests.info), None, plan, old, generation,
+                                               now=now)
+        status["checks"] = checks
+        return status, look.sooner(result).sooner(checks_look)
+
+    async def _checks(self, assignment: Assignment, grader: Grader, envs: list[Env], state: JSON, tests: JSON,
+                      pods: list[GradingPod], settings: GradingSettings, now: datetime,
+                      logger: ObjectLogger) -> tuple[dict[str, JSON], Result]:
+        """Check my work: the students' asks run in the slots deadline gradings leave free."""
+        namespace = assignment.ref.namespace
+        by_env = {env.key: env for env in envs}
+        deadlines = {env.key: assignment.spec.deadline_of(env.login) for env in envs}
+        plan = plan_checks(assignment.checks, deadlines, state.get("checks") or {}, pods, now=now)
+        if plan.failures:
+            entries = [{"template": ask.template, "login": ask.login, "check": round_id(ask.at),
+                        "reason": reason, "message": message} for ask, reason, message in plan.failures]
+            try:
+                await self.store.grading_failures(namespace, assignment.name, assignment.ref.uid, entries)
+            except (StoreUnavailable, StoreError) as err:
+                logger.warning("check failures not recorded", extra={"error": err.message})
+        await self._delete(namespace, plan.delete, logger)
+        allowed = self.queue.grant_checks(self.running()) if plan.start else 0
+        for ask in plan.start[:allowed]:
+            env = by_env[ask.env]
+            work = GradeWork(login=ask.login, template=ask.template, round=round_id(ask.at), copy_sha256="",
+                             tests_key=str(tests["key"]), tests_bytes=int(tests.get("bytes") or 0))
+            pod = grading_pod(assignment, grader, work, settings, now=now, check=env)
+            try:
+                created = await self.client.create(PODS, namespace, pod)
+            except AlreadyExists:
+                continue
+            self.caches.pods.put(created)
+            plan.states[ask.env]["state"] = "Running"
+            logger.info("check Pod made", extra={"pod": pod["metadata"]["name"], "environment": ask.env})
+        result = Result.again_at(plan.look_again, now) if plan.look_again is not None else DONE
+        if len(plan.start) > allowed:
+            result = result.sooner(Result.again_in(QUEUE_LOOK_SECONDS))
+        return plan.states, result
 
     async def _tests(self, assignment: Assignment, grader: Grader, regrade: Regrade, memory: AssignmentMemory,
                      logger: ObjectLogger) -> tuple[FetchOutcome, Result]:

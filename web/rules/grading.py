@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from userland.platform.model.checks import CHECK_STATES, check_words, visible_tests
 from userland.platform.model.gradescope import (
     GradedTest,
     Results,
@@ -20,8 +21,10 @@ from userland.platform.model.gradescope import (
     score_words,
     student_view,
 )
+from userland.platform.model.models import parse_time
 
 JSON = dict[str, Any]
+CHECK_TOO_SOON = "You checked your work a moment ago. You can check it again in {seconds} s."
 WORDS = {"Queued": "queued", "Running": "being graded", "Graded": "graded", "Failed": "not graded"}
 BADGES = {"Queued": "phase-idle", "Running": "phase-starting", "Graded": "phase-ready",
           "Failed": "phase-failed"}
@@ -102,3 +105,37 @@ def student_results(entry: Any, stored: JSON | None, *, max_score: float | None,
     view = student_view(results, deadline_passed=deadline_passed, published=published)
     return StudentResults(state=state, words="Your work is graded.", view=view, max_score=max_score,
                           manual=manual)
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    """Check my work on /me: the student's own deadline (the button shows while it is ahead; the
+    server refuses after it anyway) and their last check in words."""
+
+    deadline: str
+    state: str = ""
+    words: str = ""
+
+    def open_at(self, now: float) -> bool:
+        deadline = parse_time(self.deadline) if self.deadline else None
+        return deadline is None or now < deadline.timestamp()
+
+    @property
+    def results(self) -> bool:
+        return self.state == "Checked"
+
+
+def check_line(spec: JSON, entry: JSON) -> CheckLine | None:
+    """None: the assignment has no grader (nothing to check with)."""
+    if not isinstance(spec.get("grader"), dict):
+        return None
+    found = entry.get("check")
+    state = str(found.get("state")) if isinstance(found, dict) and found.get("state") in CHECK_STATES else ""
+    return CheckLine(deadline=str(entry.get("deadline") or ""), state=state, words=check_words(found))
+
+
+def check_results(stored: JSON | None) -> tuple[GradedTest, ...] | None:
+    """The visible tests of a check's results (None: none readable). Never a hidden test, never a
+    total, never the harness's own output."""
+    results = parse_results(json.dumps((stored or {}).get("results")).encode()) if stored else None
+    return visible_tests(results) if isinstance(results, Results) else None

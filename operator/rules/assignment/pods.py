@@ -19,7 +19,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from userland.operator.rules.assignment.plan import Env, Pending
-from userland.operator.rules.sandbox import container_security, job_env, sandboxed_pod, store_only_policy
+from userland.operator.rules.sandbox import (
+    container_security,
+    job_env,
+    sandboxed_pod,
+    store_only_policy,
+)
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment
 from userland.platform.model.coursework import Job, JobScope, Member, manifest_key
@@ -56,6 +61,17 @@ def worker_labels(assignment: Assignment, kind: str, template: str) -> dict[str,
     return {naming.LABEL_MANAGED_BY: naming.MANAGED_BY, naming.LABEL_ASSIGNMENT: assignment.name,
             naming.LABEL_WORK: kind, naming.LABEL_TEMPLATE: template,
             naming.LABEL_COMPONENT: naming.WORKER_COMPONENT}
+
+
+def place_beside(spec: JSON, env: Env) -> None:
+    """A Pod that mounts `env`'s volume goes to the node it is attached to (ReadWriteOnce, when its
+    environment runs), with the Template's tolerations so that it may."""
+    if env.node:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [env.node]}]}]}}}
+    if env.tolerations:
+        spec["tolerations"] = [dict(t) for t in env.tolerations]
 
 
 def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], settings: WorkerSettings, *,
@@ -109,13 +125,7 @@ def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], 
         }],
         "volumes": volumes,
     }
-    if first.node:
-        # The running environments' volumes are attached to that node (ReadWriteOnce).
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": [first.node]}]}]}}}
-    if first.tolerations:
-        spec["tolerations"] = [dict(t) for t in first.tolerations]
+    place_beside(spec, first)
     summary = {"kind": kind, "key": pending.key, "members": [e.key for e in envs]}
     return sandboxed_pod(assignment, name=pod_name(assignment, kind, pending.key, envs),
                          labels=worker_labels(assignment, kind, first.template), summary=summary,
