@@ -19,7 +19,16 @@ from typing import Any
 from aiohttp import web
 
 from userland.coursework.store_files import BadName, Ref, StoreFiles, _write_json
-from userland.coursework.store_requests import JSON, STORE, json_body, ref_of, refuse, scoped, signed
+from userland.coursework.store_requests import (
+    JSON,
+    OUTCOMES,
+    STORE,
+    json_body,
+    ref_of,
+    refuse,
+    scoped,
+    signed,
+)
 from userland.platform.model import naming
 from userland.platform.model.checks import check_summary
 from userland.platform.model.gradescope import RESULTS_MAX_BYTES, Results, parse_results
@@ -30,6 +39,8 @@ log = logging.getLogger("userland.store")
 REPORT_MAX_BYTES = 2 * RESULTS_MAX_BYTES + 64 * 1024
 MESSAGE_MAX = 2000
 STATES = ("Graded", "Failed")
+FAILURE_REASONS = ("TimedOut", "OutOfMemory", "NoResults", "ResultsTooLarge", "ResultsInvalid",
+                   "GraderFailed", "AfterDeadline")
 
 
 def full_results_path(files: StoreFiles, ref: Ref, template: str, login: str, *, check: bool = False) -> Path:
@@ -75,6 +86,14 @@ def _summary(version: str, round_: str, state: str, *, reason: str = "", message
     if isinstance(exit_status, int) and not isinstance(exit_status, bool):
         summary["exitStatus"] = exit_status
     return summary
+
+
+def _outcome(summary: JSON) -> str:
+    """graded, or the reason a grading failed (a bounded set: the label of a metric)."""
+    if summary.get("state") in ("Graded", "Checked"):
+        return "graded"
+    reason = str(summary.get("reason") or "GraderFailed")
+    return reason if reason in FAILURE_REASONS else "GraderFailed"
 
 
 async def grading_copy(request: web.Request) -> web.StreamResponse:
@@ -124,6 +143,7 @@ async def grading_report(request: web.Request) -> web.Response:
                                     check=True)
         except BadName as err:
             raise web.HTTPBadRequest(text=f"{err}\n") from None
+        request.app[OUTCOMES][(ref.namespace, "check", _outcome(checked))] += 1
         log.info("checked", extra={"assignment": f"{ref.namespace}/{ref.name}", "environment": member.key,
                                    "state": checked["state"]})
         return web.json_response({"stored": 1})
@@ -140,6 +160,7 @@ async def grading_report(request: web.Request) -> web.Response:
     if results is not None:
         summary["tests"] = len(results.get("tests") or [])
     await asyncio.to_thread(keep_grading, files, ref, member.template, member.login, summary, results)
+    request.app[OUTCOMES][(ref.namespace, "grade", _outcome(summary))] += 1
     log.info("graded", extra={"assignment": f"{ref.namespace}/{ref.name}", "environment": member.key,
                               "state": summary["state"], "reason": summary.get("reason", "")})
     return web.json_response({"stored": 1, "version": version})
@@ -171,6 +192,7 @@ async def grading_failures(request: web.Request) -> web.Response:
                                message=str(entry.get("message") or ""))
         try:
             await asyncio.to_thread(keep_grading, files, ref, template, login, summary, None, check=check)
+            request.app[OUTCOMES][(ref.namespace, "check" if check else "grade", _outcome(summary))] += 1
         except BadName as err:
             raise web.HTTPBadRequest(text=f"{err}\n") from None
     return web.json_response({"stored": len(entries)})

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ SWEEP = web.AppKey("userland_store_sweep", asyncio.Task)
 INTERNAL_OF = web.AppKey("userland_store_internal_of", web.Application)
 NONCES = web.AppKey("userland_store_nonces", NonceBook)
 CHECKS = web.AppKey("userland_store_checks", asyncio.Semaphore)
+# Gradings recorded, by (course, kind: grade or check, outcome: graded or the reason it failed),
+# for userland_grading_results_total (coursework/store_metrics.py).
+OUTCOMES: web.AppKey[Counter[tuple[str, str, str]]] = web.AppKey("userland_store_outcomes", Counter)
 
 
 def ref_of(request: web.Request) -> Ref:

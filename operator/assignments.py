@@ -122,7 +122,8 @@ class AssignmentReconciler:
         self.memory: Memory[AssignmentMemory] = Memory(assignment_memory.rebuild)
         # Grading (docs/grading.md): its fair queue is the operator's, across every course.
         self.grading = None if store is None else Grading(
-            client, caches, applier, settings, store=store, worker_image=worker_image, token=self._token)
+            client, caches, applier, settings, store=store, worker_image=worker_image, token=self._token,
+            metrics=metrics)
 
     @property
     def primary(self) -> Informer:

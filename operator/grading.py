@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from userland.operator.apply import Applier
 from userland.operator.fetching import fetch_once
 from userland.operator.indexes import Caches
+from userland.operator.metrics import OperatorMetrics
 from userland.operator.rules.assignment.memory import AssignmentMemory, FetchOutcome
 from userland.operator.rules.assignment.plan import Env, latest_copy
 from userland.operator.rules.grading import status as grading_status
@@ -66,7 +67,8 @@ def tests_fingerprint(assignment: Assignment, grader: Grader, regrade: Regrade) 
 
 class Grading:
     def __init__(self, client: KubeClient, caches: Caches, applier: Applier, settings: Settings, *,
-                 store: StoreClient, worker_image: Callable[[], str], token: Token) -> None:
+                 store: StoreClient, worker_image: Callable[[], str], token: Token,
+                 metrics: OperatorMetrics | None = None) -> None:
         self.client = client
         self.caches = caches
         self.applier = applier
@@ -74,6 +76,7 @@ class Grading:
         self.store = store
         self.worker_image = worker_image
         self.token = token
+        self.metrics = metrics
         self.queue = GradingQueue(settings.grading_concurrency)
         # Per (course, assignment): how long its last gradings took (the line's estimates), and the
         # Pods already counted.
@@ -118,6 +121,8 @@ class Grading:
             if pod.grade_seconds is not None and pod.name not in self._timed:
                 self._timed.add(pod.name)
                 seen.append(max(0.0, pod.grade_seconds))
+                if self.metrics is not None and pod.kind == "grade":
+                    self.metrics.grading_seconds.labels(namespace).observe(max(0.0, pod.grade_seconds))
         if len(self._timed) > 10_000:
             self._timed.clear()  # names of Pods long gone; a Pod counted twice only nudges the average
         return sum(seen) / len(seen) if seen else None

@@ -13,8 +13,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+from prometheus_client import generate_latest
+
 from tests.operator.test_assignments import Course, _equal, course, template, userland
 from tests.support import MUST_COMPLETE, eventually
+from tests.support.coursework import INTERNAL
 from userland.platform.clients.kube import ASSIGNMENTS, PODS
 from userland.platform.model import naming
 from userland.platform.model.checks import check_annotation
@@ -95,6 +99,14 @@ async def test_two_copies_graded_and_a_hanging_one_timed_out(course: Course) -> 
     assert {t.name: t.score for t in results.tests}["multiply(4, 5)"] == 0
     # No grading Pod is left holding a slot.
     await eventually(lambda: _no_pods(course), timeout=MUST_COMPLETE)
+    # Metrics: the store counts each outcome once; the operator times each grader that ended.
+    store_metrics = await _store_metrics(course)
+    assert f'userland_grading_results_total{{course="{course.ns}",kind="grade",outcome="graded"}} 2.0' \
+        in store_metrics
+    assert f'userland_grading_results_total{{course="{course.ns}",kind="grade",outcome="TimedOut"}} 1.0' \
+        in store_metrics
+    operator_metrics = generate_latest(course.controller.metrics.registry).decode()
+    assert f'userland_grading_duration_seconds_count{{course="{course.ns}"}} 2.0' in operator_metrics
     # The score is the grade returned to the student, unless staff set one by hand (which wins).
     assert found["lab/carol"]["manualGrade"] == "5/10" and "manualGrade" not in found["lab/alice"]
 
@@ -118,6 +130,11 @@ async def test_two_copies_graded_and_a_hanging_one_timed_out(course: Course) -> 
     after = await eventually(regraded, timeout=MUST_COMPLETE)
     assert after["lab/bob"]["score"] == 4
     assert after["lab/alice"].get("at") == before["lab/alice"]
+
+
+async def _store_metrics(course: Course) -> str:
+    async with aiohttp.ClientSession() as http, http.get(f"{INTERNAL[course.store.url]}/metrics") as answer:
+        return await answer.text()
 
 
 async def _no_pods(course: Course) -> bool:
@@ -180,6 +197,8 @@ async def test_check_my_work_runs_the_visible_tests_on_the_folder_now_never_a_gr
     uid = await course.uid()
     stored = await course.store.grading_results(course.ns, "week1", uid, "lab", "alice", check=True)
     assert stored is not None and len(stored["results"]["tests"]) == 5
+    assert f'userland_grading_results_total{{course="{course.ns}",kind="check",outcome="graded"}} 2.0' \
+        in await _store_metrics(course)
     # Never a grade: no grading, nothing graded at the store, no copy taken.
     assert await course.store.grading_results(course.ns, "week1", uid, "lab", "alice") is None
     alice = (await course.students())["lab/alice"]
