@@ -22,7 +22,7 @@ from userland.platform.model.checks import (
 )
 from userland.platform.model.coursework import Job, round_id
 from userland.platform.model.gradescope import Results, parse_results
-from userland.web.rules.grading import check_line, check_results
+from userland.web.rules.grading import check_line, check_results, score_histogram
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 DUE = datetime(2026, 12, 7, 23, 59, tzinfo=UTC)
@@ -140,3 +140,18 @@ def test_a_student_is_shown_the_visible_tests_only_and_no_total() -> None:
     assert line is not None and line.results and line.open_at(NOW.timestamp())
     assert not line.open_at(DUE.timestamp())
     assert check_line({}, {}) is None  # no grader: nothing to check with
+
+
+def test_the_score_histogram_counts_graded_scores_in_ten_ranges() -> None:
+    def entry(state: str, score: object) -> dict[str, object]:
+        return {"grading": {"state": state, "score": score}}
+    entries = [entry("Graded", s) for s in (0, 3.5, 4, 10, 10, 12, -1)] + \
+        [entry("Failed", 5), entry("Queued", None), entry("Graded", True), {"grading": None}]
+    histogram = score_histogram(entries, 10.0)
+    assert histogram is not None
+    assert [b.count for b in histogram.bins] == [2, 0, 0, 1, 1, 0, 0, 0, 0, 3]
+    assert [b.width for b in histogram.bins][:4] == [133, 0, 0, 67] and histogram.bins[9].width == 200
+    assert histogram.graded == 7 and histogram.median == 4
+    assert histogram.bins[0].words == "0 to 1 (below 1)" and histogram.bins[9].words == "9 to 10"
+    assert histogram.words == "7 copies graded: mean 5.5, median 4 of 10"
+    assert score_histogram(entries, None) is None and score_histogram([entry("Failed", 1)], 10.0) is None

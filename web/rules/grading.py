@@ -139,3 +139,61 @@ def check_results(stored: JSON | None) -> tuple[GradedTest, ...] | None:
     total, never the harness's own output."""
     results = parse_results(json.dumps((stored or {}).get("results")).encode()) if stored else None
     return visible_tests(results) if isinstance(results, Results) else None
+
+
+BINS = 10
+BAR_WIDTH = 200  # pixels of the longest bar
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float
+    count: int
+    width: int  # the bar's length in pixels (the longest is BAR_WIDTH)
+    last: bool = False  # the top bin includes its high end (a full score)
+
+    @property
+    def words(self) -> str:
+        return f"{self.low:g} to {self.high:g}" + ("" if self.last else f" (below {self.high:g})")
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """The grader's scores of an assignment's graded copies, in ten equal ranges of the maximum."""
+
+    bins: tuple[Bin, ...]
+    graded: int
+    mean: float
+    median: float
+    max_score: float
+
+    @property
+    def words(self) -> str:
+        return (f"{self.graded} cop{'y' if self.graded == 1 else 'ies'} graded: mean {self.mean:.3g}, "
+                f"median {self.median:.3g} of {self.max_score:g}")
+
+
+def score_histogram(entries: Any, max_score: float | None) -> Histogram | None:
+    """From the status's student entries (their `grading`): None when nothing is graded yet or
+    the maximum score is unknown. A score outside 0..max (extra credit, a penalty) counts in the
+    nearest end bin."""
+    if not max_score or max_score <= 0:
+        return None
+    scores = sorted(float(g["score"]) for e in entries or [] if isinstance(e, dict)
+                    and isinstance(g := e.get("grading"), dict) and g.get("state") == "Graded"
+                    and isinstance(g.get("score"), int | float) and not isinstance(g.get("score"), bool))
+    if not scores:
+        return None
+    step = max_score / BINS
+    counts = [0] * BINS
+    for score in scores:
+        counts[min(BINS - 1, max(0, int(score // step)))] += 1
+    top = max(counts)
+    bins = tuple(Bin(low=round(i * step, 6), high=round((i + 1) * step, 6), count=count,
+                     width=round(BAR_WIDTH * count / top), last=i == BINS - 1)
+                 for i, count in enumerate(counts))
+    middle = len(scores) // 2
+    median = scores[middle] if len(scores) % 2 else (scores[middle - 1] + scores[middle]) / 2
+    return Histogram(bins=bins, graded=len(scores), mean=sum(scores) / len(scores), median=median,
+                     max_score=max_score)
