@@ -98,19 +98,18 @@ def test_the_exposition_has_every_phase_and_state_per_course_and_no_names() -> N
 def test_the_grading_queue_per_course_follows_the_statuses() -> None:
     """userland_grading_queue_length and _running (UserlandGradingQueueSlow reads the first): the
     sum of the course's assignments' `grading.queued` and `.running`, kept level on change."""
+    def grading(name: str, **counts: int) -> dict[str, Any]:
+        obj = assignment(name)
+        obj["status"]["grading"] = counts
+        return obj
     census = AssignmentCensus()
-    one = assignment("one")
-    one["status"]["grading"] = {"queued": 40, "running": 20, "graded": 3, "failed": 0}
-    two = assignment("two")
-    two["status"]["grading"] = {"queued": 10, "running": 0}
+    one, two = grading("one", queued=40, running=20, graded=3), grading("two", queued=10, running=0)
     census.observe(None, one)
     census.observe(None, two)
     text = _exposition(census)
     assert 'userland_grading_queue_length{course="c1"} 50.0' in text
     assert 'userland_grading_running{course="c1"} 20.0' in text
-    drained = assignment("one")
-    drained["status"]["grading"] = {"queued": 0, "running": 2}
-    census.observe(one, drained)
+    census.observe(one, grading("one", queued=0, running=2))
     census.observe(two, None)
     text = _exposition(census)
     assert 'userland_grading_queue_length{course="c1"} 0.0' in text
