@@ -86,8 +86,11 @@ def _parser() -> argparse.ArgumentParser:
 
     aw = sub.add_parser("assignment-work", help="what an assignment's worker Pod runs (the operator makes "
                                                 "them; USERLAND_JOB, USERLAND_JOB_TOKEN, USERLAND_STORE_URL)")
-    aw.add_argument("step", nargs="?", default="", choices=("", "fetch", "report"),
+    aw.add_argument("step", nargs="?", default="", choices=("", "fetch", "report", "snapshot"),
                     help="a grading Pod's step (docs/grading.md)")
+    for flag, words in (("--volume", "the student's volume"), ("--path", "the assignment's folder in it"),
+                        ("--out", "the tar to write"), ("--max-bytes", "the folder's largest size")):
+        aw.add_argument(flag, default="", help=f"snapshot (Check my work): {words}")
 
     lo = sub.add_parser("local", help="the whole platform on this machine (make run); Ctrl-C stops it all")
     lo.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
@@ -176,6 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "assignment-work":
         from userland.coursework.worker import main as work
 
+        if args.step == "snapshot":
+            from userland.coursework.grading_work import run_snapshot
+
+            return run_snapshot(args.volume, args.path, args.out, args.max_bytes)
         return work(args.step)
     try:
         settings = Settings.from_env()

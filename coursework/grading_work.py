@@ -21,17 +21,21 @@ import json
 import logging
 import os
 import stat
+import sys
 import tarfile
 from pathlib import Path
 
 import aiohttp
 
+from userland.coursework.apply import take_copy
+from userland.coursework.trees import Limits
 from userland.coursework.worker import Refused, StoreForWorker
 from userland.platform.model.coursework import Job
 from userland.platform.model.gradescope import RESULTS_MAX_BYTES, Results, parse_results
 
 log = logging.getLogger("userland.worker")
 JSON = dict[str, object]
+CHECK_COPY = "check-copy.tar"  # in the Pod's scratch space (/tmp), from the snapshot step to fetch
 
 
 def layout(job: Job) -> tuple[Path, Path, Path]:
@@ -90,10 +94,33 @@ def _close(submission: Path, source: Path, results: Path) -> None:
             log.warning("folder not closed", extra={"folder": folder.name})
 
 
+def run_snapshot(volume: str, path: str, out: str, max_bytes: str) -> int:
+    """A check's first step (Check my work), as the student's own user with their volume mounted
+    read-only: the tar of their folder as it is now, into the Pod's scratch space, for the fetch
+    step. It holds no token and talks to nothing (the student's folder is all it reads)."""
+    if not (volume and path and out):
+        print("userland assignment-work snapshot: --volume, --path and --out are needed", file=sys.stderr)
+        return 2
+    limits = Limits(20_000, int(max_bytes) if max_bytes.isdigit() else 500 * 1024 * 1024)
+    with open(out, "wb") as handle:
+        copy = take_copy(volume, path, handle, limits)
+    if copy.result is None:
+        log.error("the folder could not be copied", extra={"why": copy.reason})
+        Path(out).unlink(missing_ok=True)
+        return 1
+    os.chmod(out, 0o644)  # the fetch step (another user) reads it
+    log.info("snapshot taken", extra={"files": copy.result.files, "bytes": copy.result.bytes})
+    return 0
+
+
 async def run_fetch(job: Job, store: StoreForWorker, scratch: Path) -> int:
     submission, source, results = layout(job)
     copy, tests = scratch / "copy.tar", scratch / "tests.tar"
-    if not await store.download("/grading/copy.tar", copy):
+    if job.scope.kind == "check":
+        copy = scratch / CHECK_COPY  # the snapshot step's
+        if not copy.exists():
+            raise Refused("the snapshot of the folder is missing")
+    elif not await store.download("/grading/copy.tar", copy):
         raise Refused("the store has no such copy")
     if not await store.download("/grading/tests.tar", tests):
         raise Refused("the store has no such tests")

@@ -35,6 +35,7 @@ never logged or kept.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import logging
 import shutil
@@ -58,6 +59,7 @@ from userland.coursework.store_requests import (
     LOCKS,
     NONCES,
     OPTIONS,
+    OUTCOMES,
     STORE,
     SWEEP,
     UPLOADS,
@@ -201,7 +203,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     files = request.app[INTERNAL_OF][STORE]
-    text = await asyncio.to_thread(metrics_text, files)
+    counted = request.app[INTERNAL_OF][OUTCOMES]
+    text = await asyncio.to_thread(metrics_text, files, dict(counted))
     return web.Response(text=text, content_type="text/plain", charset="utf-8",
                         headers={"Cache-Control": "no-store"})
 
@@ -237,6 +240,7 @@ def create_store_app(options: StoreOptions) -> web.Application:
     app[NONCES] = NonceBook()
     app[UPLOADS] = asyncio.Semaphore(UPLOADS_AT_ONCE)
     app[CHECKS] = asyncio.Semaphore(CHECKS_AT_ONCE)
+    app[OUTCOMES] = collections.Counter()
     base = "/v1/a/{ns}/{asg}/{uid}"
     app.router.add_get("/healthz", healthz)
     app.router.add_put("/v1/n/{ns}/live", put_live)
@@ -255,7 +259,7 @@ def create_store_app(options: StoreOptions) -> web.Application:
     app.router.add_get(f"{base}/grading/tests.tar", grading_tests)
     app.router.add_post(f"{base}/grading/report", grading_report)
     app.router.add_post(f"{base}/grading/failures", grading_failures)
-    app.router.add_get(base + "/grading/results/{template}/{login}", grading_results)
+    app.router.add_get(base + "/grading/{kind:results|checks}/{template}/{login}", grading_results)
 
     async def start_sweep(app: web.Application) -> None:
         app[SWEEP] = asyncio.create_task(sweep(app))

@@ -379,7 +379,7 @@ class StoreFiles:
     def put_result(self, ref: Ref, kind: str, template: str, login: str, result: JSON,
                    *, round_: str = "") -> None:
         _check(template=template, login=login, round_=round_)
-        if kind not in ("handout", "feedback", "collect", "grade"):
+        if kind not in ("handout", "feedback", "collect", "grade", "check"):
             raise BadName(f"{kind!r} is not a kind of result")
         folder = self.folder(ref) / "results" / kind
         if kind == "collect":
@@ -420,8 +420,9 @@ class StoreFiles:
         folder = self.folder(ref)
         results = folder / "results"
         state: JSON = {"handout": {}, "feedbackReturned": {}, "collectFailed": {}, "copies": {},
-                       "feedback": {}, "sources": {}, "graded": {}}
-        for kind, into in (("handout", "handout"), ("feedback", "feedbackReturned"), ("grade", "graded")):
+                       "feedback": {}, "sources": {}, "graded": {}, "checks": {}}
+        for kind, into in (("handout", "handout"), ("feedback", "feedbackReturned"), ("grade", "graded"),
+                           ("check", "checks")):
             for template, login, data in _entries(results / kind):
                 state[into][env_key(template, login)] = data
         for round_dir in _dirs(results / "collect"):

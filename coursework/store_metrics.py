@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from userland.coursework.store_files import StoreFiles
 
 
 class _StoreCollector:
-    def __init__(self, files: StoreFiles) -> None:
+    def __init__(self, files: StoreFiles, outcomes: dict[tuple[str, str, str], int]) -> None:
         self.files = files
+        self.outcomes = outcomes
 
     def collect(self) -> list[Metric]:
         disk = os.statvfs(self.files.root)
@@ -32,10 +33,17 @@ class _StoreCollector:
         quota = GaugeMetricFamily("userland_store_course_quota_bytes",
                                   "Bytes each course may keep in the store (0: no quota).")
         quota.add_metric([], self.files.quotas.course)
-        return [size, free, courses, quota]
+        results = CounterMetricFamily(
+            "userland_grading_results_total",
+            "Gradings recorded by this store process, by course, kind (grade; check: Check my work) and "
+            "outcome (graded, or the reason: TimedOut, OutOfMemory, NoResults, ResultsTooLarge, "
+            "ResultsInvalid, GraderFailed)", labels=["course", "kind", "outcome"])
+        for (course, kind, outcome), count in sorted(self.outcomes.items()):
+            results.add_metric([course, kind, outcome], count)
+        return [size, free, courses, quota, results]
 
 
-def metrics_text(files: StoreFiles) -> str:
+def metrics_text(files: StoreFiles, outcomes: dict[tuple[str, str, str], int] | None = None) -> str:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_StoreCollector(files))  # type: ignore[arg-type]
+    registry.register(_StoreCollector(files, outcomes or {}))  # type: ignore[arg-type]
     return generate_latest(registry).decode()

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ SWEEP = web.AppKey("userland_store_sweep", asyncio.Task)
 INTERNAL_OF = web.AppKey("userland_store_internal_of", web.Application)
 NONCES = web.AppKey("userland_store_nonces", NonceBook)
 CHECKS = web.AppKey("userland_store_checks", asyncio.Semaphore)
+# Gradings recorded, by (course, kind: grade or check, outcome: graded or the reason it failed),
+# for userland_grading_results_total (coursework/store_metrics.py).
+OUTCOMES: web.AppKey[Counter[tuple[str, str, str]]] = web.AppKey("userland_store_outcomes", Counter)
 
 
 def ref_of(request: web.Request) -> Ref:
@@ -105,8 +109,9 @@ def json_body(body: bytes) -> Any:
         raise web.HTTPBadRequest(text="not JSON\n") from None
 
 
-def scoped(request: web.Request, kind: WorkKind) -> JobScope:
-    """The job scope a worker Pod presents, for this assignment and kind of work (403 otherwise)."""
+def scoped(request: web.Request, kind: WorkKind, *also: WorkKind) -> JobScope:
+    """The job scope a worker Pod presents, for this assignment and kind of work (or one of `also`;
+    403 otherwise)."""
     ref = ref_of(request)
     try:
         scope = coursework.verify_job(request.app[OPTIONS].secret,
@@ -114,7 +119,8 @@ def scoped(request: web.Request, kind: WorkKind) -> JobScope:
                                       request.headers.get(coursework.TOKEN_HEADER, ""))
     except ScopeRefused as err:
         raise refuse(request, str(err)) from None
-    if (scope.kind, scope.namespace, scope.assignment, scope.uid) != (kind, ref.namespace, ref.name, ref.uid):
+    if scope.kind not in (kind, *also) or \
+            (scope.namespace, scope.assignment, scope.uid) != (ref.namespace, ref.name, ref.uid):
         raise refuse(request, "the job is for other work")
     if request.app[STORE].retired(ref):
         # A job of a deleted assignment (its Pod outlived it): nothing of it is taken any more.

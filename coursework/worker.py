@@ -384,7 +384,7 @@ def main(step: str = "") -> int:
     except (SettingsError, ScopeRefused) as err:
         print(f"userland assignment-work: {err}", file=sys.stderr)
         return 2
-    if job.scope.kind == "grade":
+    if job.scope.kind in ("grade", "check"):
         if step not in ("fetch", "report"):
             print("userland assignment-work: a grading job runs as its fetch or report step", file=sys.stderr)
             return 2

@@ -27,13 +27,19 @@ from urllib.parse import urlsplit
 
 from userland.operator.apply import Applier
 from userland.operator.events import EventRecorder
-from userland.operator.grading import Grading, TokenProblem
+from userland.operator.fetching import TokenProblem, fetch_once
+from userland.operator.grading import Grading
 from userland.operator.indexes import ASSIGNMENT, Caches
 from userland.operator.metrics import OperatorMetrics
 from userland.operator.rules.assignment import memory as assignment_memory
 from userland.operator.rules.assignment import pods as assignment_pods
 from userland.operator.rules.assignment.events import assignment_events
-from userland.operator.rules.assignment.memory import AssignmentMemory, FetchOutcome
+from userland.operator.rules.assignment.memory import (
+    STORE_RETRY_FIRST,
+    STORE_UNAVAILABLE,
+    AssignmentMemory,
+    FetchOutcome,
+)
 from userland.operator.rules.assignment.plan import Env, Pending, RunAs, WorkerPod, batches, plan_work
 from userland.operator.rules.assignment.status import assignment_status, source_info, source_problems
 from userland.operator.rules.grading.status import merge as merge_grading
@@ -52,7 +58,7 @@ from userland.platform.clients.kube import (
     NotFound,
 )
 from userland.platform.clients.logs import ObjectLogger
-from userland.platform.clients.store_client import FetchRefused, StoreClient, StoreError, StoreUnavailable
+from userland.platform.clients.store_client import StoreClient, StoreError, StoreUnavailable
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment, Source, git_url_prefixes, token_may_go_to
 from userland.platform.model.coursework import round_time, size_words
@@ -62,8 +68,7 @@ from userland.platform.model.settings import Settings
 
 log = logging.getLogger("userland.operator")
 STATUS_INTERVAL = 2.0
-FETCH_RETRY_FIRST, FETCH_RETRY_MAX = 15.0, 600.0
-STORE_RETRY_FIRST, STORE_RETRY_MAX = 2.0, 60.0
+STORE_RETRY_MAX = 60.0
 MIB = 1024 * 1024
 
 
@@ -117,7 +122,8 @@ class AssignmentReconciler:
         self.memory: Memory[AssignmentMemory] = Memory(assignment_memory.rebuild)
         # Grading (docs/grading.md): its fair queue is the operator's, across every course.
         self.grading = None if store is None else Grading(
-            client, caches, applier, settings, store=store, worker_image=worker_image, token=self._token)
+            client, caches, applier, settings, store=store, worker_image=worker_image, token=self._token,
+            metrics=metrics)
 
     @property
     def primary(self) -> Informer:
@@ -257,42 +263,36 @@ class AssignmentReconciler:
         """The commit to hand out (fetched once per fingerprint: the status or this leader's last
         fetch has it), or what stops it; and when to try again if it failed."""
         assert self.store is not None
+        store = self.store
         wanted = fingerprint(assignment)
-        known = memory.fetch if memory.fetch is not None and memory.fetch.fingerprint == wanted else None
-        if known is not None:
-            if known.info is not None:
-                return known, DONE
-            if time.monotonic() < known.retry_at:
-                return known, Result.again_in(known.retry_at - time.monotonic())
-        delay = known.delay if known is not None else 0.0
-        started = time.monotonic()
         spec = assignment.spec.source
-        try:
-            token = await self._token(assignment, assignment.spec.source)
-            fetched = await self.store.fetch(
+
+        async def fetch() -> JSON:
+            token = await self._token(assignment, spec)
+            return await store.fetch(
                 assignment.ref.namespace, assignment.name, assignment.ref.uid, url=spec.url, ref=spec.ref,
-                sub_path=spec.sub_path,
-                token=token, secret=spec.token_secret.name if spec.token_secret else "")
-        except (FetchRefused, _TokenMissing, StoreUnavailable, StoreError) as err:
-            reason = err.reason if isinstance(err, FetchRefused | _TokenMissing) else "StoreUnavailable"
-            # The store not answering (yet: it may be starting) is tried again sooner than a source
-            # that cannot be had.
-            first = STORE_RETRY_FIRST if reason == "StoreUnavailable" else FETCH_RETRY_FIRST
-            delay = min(max(delay * 2, first), FETCH_RETRY_MAX)
-            memory.fetch = FetchOutcome(wanted, problem=(reason, err.message),
-                                        retry_at=time.monotonic() + delay, delay=delay)
+                sub_path=spec.sub_path, token=token,
+                secret=spec.token_secret.name if spec.token_secret else "")
+
+        started = time.monotonic()
+        fetch_result, look, fresh = await fetch_once(memory.fetch, wanted, fetch,
+                                                     lambda fetched: source_info(assignment, fetched, wanted))
+        memory.fetch = fetch_result
+        if not fresh:
+            return fetch_result, look
+        info = fetch_result.info
+        if info is None:
+            reason = fetch_result.problem[0] if fetch_result.problem else STORE_UNAVAILABLE
             self.metrics.assignment_fetches.labels(reason).inc()
-            logger.info("source not fetched", extra={"reason": reason, "retry_in": delay})
-            return memory.fetch, Result.again_in(delay)
+            logger.info("source not fetched", extra={"reason": reason, "retry_in": fetch_result.delay})
+            return fetch_result, look
         self.metrics.assignment_fetches.labels("ok").inc()
         self.metrics.assignment_fetch_seconds.observe(time.monotonic() - started)
-        info = source_info(assignment, fetched, wanted)
-        memory.fetch = FetchOutcome(wanted, info=info)
         logger.info("source fetched", extra={"commit": info["commit"], "files": info["files"]})
         self.events.record(self.caches.assignments.get(assignment.ref.namespace, assignment.name) or {},
                            "Normal", "Fetched",
                            f"Fetched commit {str(info['commit'])[:12]} of {spec.url} ({info['files']} files)")
-        return memory.fetch, DONE
+        return fetch_result, look
 
     async def _tell_members(self, assignment: Assignment, envs: list[Env], memory: AssignmentMemory) -> None:
         """The store keeps feedback only for these students and zips only their copies."""
@@ -330,7 +330,7 @@ class AssignmentReconciler:
         try:
             obj = await self.client.get(SECRETS, assignment.ref.namespace, secret.name)
         except NotFound:
-            raise _TokenMissing("TokenSecretMissing", f"there is no Secret {secret.name!r} in this namespace "
+            raise TokenProblem("TokenSecretMissing", f"there is no Secret {secret.name!r} in this namespace "
                                                       "(spec.source.tokenSecret)") from None
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         allowed = str(annotations.get(naming.ANNOTATION_GIT_URLS) or "")
@@ -341,7 +341,7 @@ class AssignmentReconciler:
             listed = ", ".join(git_url_prefixes(allowed))
             where = naming.ANNOTATION_GIT_URLS
             now = f"its annotation {where} lists only {listed}" if listed else f"it has no annotation {where}"
-            raise _TokenMissing("TokenNotAllowed", (
+            raise TokenProblem("TokenNotAllowed", (
                 f"the token in the Secret {secret.name!r} may not be sent to {url}: {now}. If this "
                 "repository is meant to get it, an admin adds the repository's address, or a prefix of "
                 f"it such as https://github.com/your-org/, to that annotation (kubectl annotate secret "
@@ -349,7 +349,7 @@ class AssignmentReconciler:
                 "name a Secret meant for this repository in spec.source.tokenSecret"))
         value = (obj.get("data") or {}).get(secret.key)
         if not isinstance(value, str):
-            raise _TokenMissing("TokenSecretMissing", f"the Secret {secret.name!r} has no key {secret.key!r}")
+            raise TokenProblem("TokenSecretMissing", f"the Secret {secret.name!r} has no key {secret.key!r}")
         return base64.b64decode(value).decode(errors="replace").strip()
 
     def _observe_copies(self, memory: AssignmentMemory, state: JSON) -> None:
@@ -408,9 +408,6 @@ class AssignmentReconciler:
         return await self.applier.status(ASSIGNMENTS, self.caches.assignments, obj, status,
                                          tell=assignment_events, coalesce=memory, every=STATUS_INTERVAL,
                                          force=force)
-
-
-_TokenMissing = TokenProblem
 
 
 def quota_problems(usage: JSON) -> list[str]:

@@ -15,16 +15,18 @@ import dataclasses
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 from userland.operator.apply import Applier
+from userland.operator.fetching import fetch_once
 from userland.operator.indexes import Caches
+from userland.operator.metrics import OperatorMetrics
 from userland.operator.rules.assignment.memory import AssignmentMemory, FetchOutcome
 from userland.operator.rules.assignment.plan import Env, latest_copy
 from userland.operator.rules.grading import status as grading_status
+from userland.operator.rules.grading.checks import plan_checks
 from userland.operator.rules.grading.plan import (
     Failure,
     GradingPod,
@@ -37,9 +39,10 @@ from userland.operator.rules.grading.queue import GradingQueue, line_estimates
 from userland.operator.rules.reconcile import DONE, Result
 from userland.platform.clients.kube import JSON, PODS, AlreadyExists, KubeClient, KubeError, NotFound
 from userland.platform.clients.logs import ObjectLogger
-from userland.platform.clients.store_client import FetchRefused, StoreClient, StoreError, StoreUnavailable
+from userland.platform.clients.store_client import StoreClient, StoreError, StoreUnavailable
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment, Source
+from userland.platform.model.coursework import round_id
 from userland.platform.model.grading import Grader, GraderProblem, parse_grader
 from userland.platform.model.objects import meta, rfc3339
 from userland.platform.model.settings import Settings
@@ -49,7 +52,6 @@ MIB = 1024 * 1024
 # While copies wait for a slot, the assignment looks again this often (a slot freed elsewhere).
 QUEUE_LOOK_SECONDS = 2.0
 DURATIONS_KEPT = 20
-FETCH_RETRY_FIRST, FETCH_RETRY_MAX = 15.0, 600.0
 Token = Callable[[Assignment, Source], Awaitable[str]]
 
 
@@ -65,7 +67,8 @@ def tests_fingerprint(assignment: Assignment, grader: Grader, regrade: Regrade) 
 
 class Grading:
     def __init__(self, client: KubeClient, caches: Caches, applier: Applier, settings: Settings, *,
-                 store: StoreClient, worker_image: Callable[[], str], token: Token) -> None:
+                 store: StoreClient, worker_image: Callable[[], str], token: Token,
+                 metrics: OperatorMetrics | None = None) -> None:
         self.client = client
         self.caches = caches
         self.applier = applier
@@ -73,6 +76,7 @@ class Grading:
         self.store = store
         self.worker_image = worker_image
         self.token = token
+        self.metrics = metrics
         self.queue = GradingQueue(settings.grading_concurrency)
         # Per (course, assignment): how long its last gradings took (the line's estimates), and the
         # Pods already counted.
@@ -117,6 +121,8 @@ class Grading:
             if pod.grade_seconds is not None and pod.name not in self._timed:
                 self._timed.add(pod.name)
                 seen.append(max(0.0, pod.grade_seconds))
+                if self.metrics is not None and pod.kind == "grade":
+                    self.metrics.grading_seconds.labels(namespace).observe(max(0.0, pod.grade_seconds))
         if len(self._timed) > 10_000:
             self._timed.clear()  # names of Pods long gone; a Pod counted twice only nudges the average
         return sum(seen) / len(seen) if seen else None
@@ -145,8 +151,9 @@ class Grading:
             if newest is not None:
                 round_, receipt = newest
                 copies[env.key] = (env.login, env.template, round_, str(receipt.get("sha256") or ""))
-        pods = [p for p in (grading_pod_of(o) for o in self.caches.workers_of(namespace, name))
-                if p is not None]
+        found = [p for p in (grading_pod_of(o) for o in self.caches.workers_of(namespace, name))
+                 if p is not None]
+        pods = [p for p in found if p.kind == "grade"]
         plan = plan_grading(copies, str(tests.info["key"]), state.get("graded") or {}, pods, regrade, now=now)
         await self._record(assignment, plan.failures, logger)
         port = urlsplit(self.settings.store_url).port or 8080
@@ -182,44 +189,73 @@ class Grading:
         result = Result.again_at(plan.look_again, now) if plan.look_again is not None else DONE
         if len(plan.start) > started:
             result = result.sooner(Result.again_in(QUEUE_LOOK_SECONDS))
-        return grading_status.grading_status(grader, _tests_shown(tests.info), None, plan, old, generation,
-                                             now=now), look.sooner(result)
+        checks, checks_look = await self._checks(assignment, grader, envs, state, tests.info,
+                                                 [p for p in found if p.kind == "check"], settings, now,
+                                                 logger)
+        status = grading_status.grading_status(grader, _tests_shown(tests.info), None, plan, old, generation,
+                                               now=now)
+        status["checks"] = checks
+        return status, look.sooner(result).sooner(checks_look)
+
+    async def _checks(self, assignment: Assignment, grader: Grader, envs: list[Env], state: JSON, tests: JSON,
+                      pods: list[GradingPod], settings: GradingSettings, now: datetime,
+                      logger: ObjectLogger) -> tuple[dict[str, JSON], Result]:
+        """Check my work: the students' asks run in the slots deadline gradings leave free."""
+        namespace = assignment.ref.namespace
+        by_env = {env.key: env for env in envs}
+        deadlines = {env.key: assignment.spec.deadline_of(env.login) for env in envs}
+        plan = plan_checks(assignment.checks, deadlines, state.get("checks") or {}, pods, now=now)
+        if plan.failures:
+            entries = [{"template": ask.template, "login": ask.login, "check": round_id(ask.at),
+                        "reason": reason, "message": message} for ask, reason, message in plan.failures]
+            try:
+                await self.store.grading_failures(namespace, assignment.name, assignment.ref.uid, entries)
+            except (StoreUnavailable, StoreError) as err:
+                logger.warning("check failures not recorded", extra={"error": err.message})
+        await self._delete(namespace, plan.delete, logger)
+        allowed = self.queue.grant_checks(self.running()) if plan.start else 0
+        for ask in plan.start[:allowed]:
+            env = by_env[ask.env]
+            work = GradeWork(login=ask.login, template=ask.template, round=round_id(ask.at), copy_sha256="",
+                             tests_key=str(tests["key"]), tests_bytes=int(tests.get("bytes") or 0))
+            pod = grading_pod(assignment, grader, work, settings, now=now, check=env)
+            try:
+                created = await self.client.create(PODS, namespace, pod)
+            except AlreadyExists:
+                continue
+            self.caches.pods.put(created)
+            plan.states[ask.env]["state"] = "Running"
+            logger.info("check Pod made", extra={"pod": pod["metadata"]["name"], "environment": ask.env})
+        result = Result.again_at(plan.look_again, now) if plan.look_again is not None else DONE
+        if len(plan.start) > allowed:
+            result = result.sooner(Result.again_in(QUEUE_LOOK_SECONDS))
+        return plan.states, result
 
     async def _tests(self, assignment: Assignment, grader: Grader, regrade: Regrade, memory: AssignmentMemory,
                      logger: ObjectLogger) -> tuple[FetchOutcome, Result]:
         """The tests' source at the store (fetched once per fingerprint), or why not."""
         wanted = tests_fingerprint(assignment, grader, regrade)
-        known = memory.tests if memory.tests is not None and memory.tests.fingerprint == wanted else None
-        if known is not None:
-            if known.info is not None:
-                return known, DONE
-            if time.monotonic() < known.retry_at:
-                return known, Result.again_in(known.retry_at - time.monotonic())
-        delay = known.delay if known is not None else 0.0
         repository = grader.tests.repository or assignment.spec.source
-        try:
+
+        async def fetch() -> JSON:
             token = await self.token(assignment, repository)
-            fetched = await self.store.fetch(
+            return await self.store.fetch(
                 assignment.ref.namespace, assignment.name, assignment.ref.uid, url=repository.url,
                 ref=repository.ref, sub_path=grader.tests.path, token=token,
                 secret=repository.token_secret.name if repository.token_secret else "")
-        except (FetchRefused, StoreUnavailable, StoreError) as err:
-            reason = getattr(err, "reason", "") or "StoreUnavailable"
-            delay = min(max(delay * 2, FETCH_RETRY_FIRST), FETCH_RETRY_MAX)
-            memory.tests = FetchOutcome(wanted, problem=(reason, err.message),
-                                        retry_at=time.monotonic() + delay, delay=delay)
-            logger.info("tests not fetched", extra={"reason": reason, "retry_in": delay})
-            return memory.tests, Result.again_in(delay)
-        except TokenProblem as err:
-            delay = min(max(delay * 2, FETCH_RETRY_FIRST), FETCH_RETRY_MAX)
-            memory.tests = FetchOutcome(wanted, problem=(err.reason, err.message),
-                                        retry_at=time.monotonic() + delay, delay=delay)
-            return memory.tests, Result.again_in(delay)
-        info = {"key": fetched.get("key"), "commit": fetched.get("commit"), "bytes": fetched.get("bytes"),
-                "files": fetched.get("count"), "fingerprint": wanted}
-        memory.tests = FetchOutcome(wanted, info=info)
-        logger.info("tests fetched", extra={"commit": info["commit"], "files": info["files"]})
-        return memory.tests, DONE
+
+        def info_of(fetched: JSON) -> JSON:
+            return {"key": fetched.get("key"), "commit": fetched.get("commit"), "bytes": fetched.get("bytes"),
+                    "files": fetched.get("count"), "fingerprint": wanted}
+
+        outcome, look, fresh = await fetch_once(memory.tests, wanted, fetch, info_of)
+        memory.tests = outcome
+        if fresh and outcome.info is not None:
+            logger.info("tests fetched", extra={"commit": outcome.info["commit"],
+                                                "files": outcome.info["files"]})
+        elif fresh and outcome.problem is not None:
+            logger.info("tests not fetched", extra={"reason": outcome.problem[0], "retry_in": outcome.delay})
+        return outcome, look
 
     async def _record(self, assignment: Assignment, failures: list[Failure], logger: ObjectLogger) -> None:
         if not failures:
@@ -256,13 +292,6 @@ class Grading:
         self.caches.pods.put(created)
         logger.info("grading Pod made", extra={"pod": pod["metadata"]["name"], "environment": work.env})
         return True
-
-
-class TokenProblem(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 def _tests_shown(info: JSON) -> JSON:

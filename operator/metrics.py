@@ -36,6 +36,8 @@ from userland.operator.rules.census import PHASES
 START_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 # Seconds from the request that woke an environment to Ready (the SLO: 60 s, docs/slo.md).
 WAKE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+# Seconds one copy's grader ran (default time limit 60 s, at most 30 minutes).
+GRADING_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 # Seconds an environment waited in the wake line for its turn.
 LINE_BUCKETS = (0, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 
@@ -100,6 +102,10 @@ class OperatorMetrics:
             "userland_operator_assignment_copy_delay_seconds",
             "How long after its moment (a deadline, collect now) each student's copy was taken",
             registry=r, buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
+        self.grading_seconds = Histogram(
+            "userland_grading_duration_seconds",
+            "How long the grader ran on one copy (the teacher's container, from start to end), by course",
+            ["course"], registry=r, buckets=GRADING_BUCKETS)
         # Set by the process (operator/main.py) before each scrape; the standby exports no state.
         self.is_leader = True
 
@@ -179,6 +185,11 @@ class AssignmentCollector:
         missing = GaugeMetricFamily("userland_assignment_copies_missing",
                                     "Students' copies whose moment (deadline, extension, collect now) has "
                                     "come and that are not taken yet", labels=["course"])
+        queued = GaugeMetricFamily("userland_grading_queue_length",
+                                   "Collected copies waiting for a grading slot (the fair queue), by course",
+                                   labels=["course"])
+        running = GaugeMetricFamily("userland_grading_running", "Copies being graded now, by course",
+                                    labels=["course"])
         if self._metrics.is_leader:
             census = self._census
             for course in census.courses():
@@ -187,9 +198,13 @@ class AssignmentCollector:
                 for state in ASSIGNMENT_STATES:
                     students.add_metric([course, state], census.states.get((course, state), 0))
                 missing.add_metric([course], census.missing.get(course, 0))
+                queued.add_metric([course], census.grading.get((course, "Queued"), 0))
+                running.add_metric([course], census.grading.get((course, "Running"), 0))
         yield phases
         yield students
         yield missing
+        yield queued
+        yield running
 
 
 class LectureCollector:

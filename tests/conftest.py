@@ -114,6 +114,7 @@ LONG_FILES = (
     "tests/operator/test_sleep.py",
     "tests/integration/test_crds.py",
     "tests/proxy/test_attack_flood.py",
+    "tests/unit/test_java_autograder.py",
 )
 
 

@@ -34,6 +34,7 @@ from userland.web.routes_course import (
 from userland.web.rules import assignments as views
 from userland.web.rules import security
 from userland.web.rules.courses import Course, CourseRole, course_role, may
+from userland.web.rules.grading import BAR_WIDTH, score_histogram
 from userland.web.state import CourseWatch, assignments_channel
 
 log = logging.getLogger(__name__)
@@ -237,7 +238,15 @@ def _detail_context(course: Course, role: CourseRole, obj: JSON, watch: CourseWa
             "phase_words": words, "phase_badge": badge, "phase": phase,
             "message": views.teacher_words(str(ready.get("message") or "")),
             "several": len(spec.get("templates") or []) > 1, "source": status.get("source") or {},
-            "problems": status.get("problems") or [], "size_words": size_words}
+            "problems": status.get("problems") or [], "size_words": size_words,
+            # The grader's scores, ten ranges (docs/grading.md, "In the web UI").
+            "histogram": score_histogram(status.get("students"), _max_score(status)),
+            "histogram_width": BAR_WIDTH}
+
+
+def _max_score(status: JSON) -> float | None:
+    most = (status.get("grading") or {}).get("maxScore")
+    return float(most) if isinstance(most, int | float) and not isinstance(most, bool) else None
 
 
 async def detail(request: web.Request) -> web.Response:
@@ -294,7 +303,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 payload = {"rows": render_table(ctx, context, csrf),
                            "handedOut": status.get("handedOut") or "",
                            "collected": status.get("collected") or "", "phase": context["phase_words"],
-                           "badge": context["phase_badge"], "message": context["message"]}
+                           "badge": context["phase_badge"], "message": context["message"],
+                           "graded": status.get("graded") or "",
+                           "histogram": ctx.templates.get_template("_score_histogram.html").render(**context)}
                 data = json.dumps(payload, separators=(",", ":"))
                 await response.write(f"event: table\ndata: {data}\n\n".encode())
     finally:

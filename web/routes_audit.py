@@ -43,7 +43,7 @@ ACTION_LABELS = {
     "assignment_stop_return": "Stopped returning feedback", "assignment_extend": "Changed a deadline",
     "assignment_grade": "Graded", "assignment_feedback": "Uploaded feedback",
     "assignment_download": "Downloaded students' work", "assignment_export": "Exported grades",
-    "assignment_regrade": "Asked for a regrade",
+    "assignment_regrade": "Asked for a regrade", "check_work": "Checked their work (before the deadline)",
     # Help in the lab (web/help_records.py): a member of staff given access to a student's
     # environments (asked for, or opened unasked where the course allows it), and its end.
     "help_join": "Joined to help", "help_open": "Opened a student's environments",

@@ -133,10 +133,12 @@ class StoreClient:
             raise StoreError(status, f"the assignment store refused the grading failures ({status})")
 
     async def grading_results(self, namespace: str, assignment: str, uid: str, template: str,
-                              login: str) -> JSON | None:
-        """One student's grading: {"summary", "results"} (None: not graded)."""
+                              login: str, *, check: bool = False) -> JSON | None:
+        """One student's grading: {"summary", "results"} (None: not graded); with `check`, their
+        last "Check my work" instead (never a grade)."""
+        kind = "checks" if check else "results"
         status, payload, _ = await self._json(
-            "GET", self._path(namespace, assignment, uid, f"grading/results/{template}/{login}"))
+            "GET", self._path(namespace, assignment, uid, f"grading/{kind}/{template}/{login}"))
         if status == 404:
             return None
         if status != 200:

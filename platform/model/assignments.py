@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from userland.platform.model import naming
+from userland.platform.model.checks import CheckAsk, parse_checks
 from userland.platform.model.models import InvalidSpec, ObjectRef, parse_time
 
 TITLE_MAX = 200
@@ -290,6 +291,8 @@ class Assignment:
     created: datetime | None = None
     # The last "Regrade" (docs/grading.md): `<time>` for everyone, `<time> alice bob` for some.
     regrade: str = ""
+    # Each student's last "Check my work" (platform/model/checks.py), by environment key.
+    checks: dict[str, CheckAsk] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -316,4 +319,5 @@ class Assignment:
             feedback_at=parse_time(annotations.get(naming.ANNOTATION_FEEDBACK_AT)),
             created=parse_time(metadata.get("creationTimestamp")),
             regrade=str(annotations.get(naming.ANNOTATION_REGRADE) or "")[:2000],
+            checks=parse_checks(annotations),
         )

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-WorkKind = Literal["handout", "collect", "feedback", "grade"]
-WORK_KINDS: tuple[WorkKind, ...] = ("handout", "collect", "feedback", "grade")
+# check: a student's "Check my work" (a snapshot of their folder, graded with the visible tests).
+WorkKind = Literal["handout", "collect", "feedback", "grade", "check"]
+WORK_KINDS: tuple[WorkKind, ...] = ("handout", "collect", "feedback", "grade", "check")
 Purpose = Literal["operator", "web"]
 SIGNATURE_HEADER = "X-Userland-Store-Auth"
 SCOPE_HEADER = "X-Userland-Job"

@@ -109,6 +109,7 @@ HELP_QUEUE_PREFIX = "userland:help:"
 HELP_REQUEST_PREFIX = "userland:help-request:"
 HELP_ASKS_PREFIX = "userland:help-asks:"
 HELP_JOINS_PREFIX = "userland:help-joins:"
+CHECK_RATE_PREFIX = "userland:check-rate:"  # Check my work: a student's last check in a course
 HELP_CHANNEL = "userland:help-changes"
 
 AUDIT_STREAM = "userland:audit"  # across all courses; a course's stream adds ":<course>"
@@ -230,6 +231,11 @@ def help_request_key(course: str, student: str) -> str:
 
 def help_asks_key(course: str, student: str) -> str:
     return f"{HELP_ASKS_PREFIX}{course}:{student}"
+
+
+def check_rate_key(course: str, student: str) -> str:
+    """Set (with an expiry of USERLAND_CHECK_INTERVAL_SECONDS) when `student` checks their work."""
+    return f"{CHECK_RATE_PREFIX}{course}:{student}"
 
 
 def help_joins_key(course: str, staff: str) -> str:

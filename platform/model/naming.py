@@ -54,6 +54,8 @@ ANNOTATION_HANDOUT_AT = "userland.dev/handout-at"
 ANNOTATION_COLLECT_NOW = "userland.dev/collect-now"
 # Grade again (docs/grading.md): `<time>` for everyone, `<time> alice bob` for those students.
 ANNOTATION_REGRADE = "userland.dev/regrade"
+# Check my work (platform/model/checks.py): `check.userland.dev/<login>: "<time> <template>"`.
+ANNOTATION_CHECK_PREFIX = "check.userland.dev/"
 ANNOTATION_FEEDBACK_AT = "userland.dev/feedback-at"
 # On a Secret an Assignment names in spec.source.tokenSecret: the URL prefixes (one a line, or
 # separated by spaces or commas) its token may be sent to. A Secret without it, or an Assignment

@@ -249,6 +249,10 @@ class Settings:
         20, whole(1),
         "Grading Pods that run at once, across every course, shared fairly between the courses "
         "with copies waiting (docs/grading.md).")
+    check_interval_seconds: float = setting(
+        120.0, seconds,
+        "How often a student may check their work (Check my work, docs/grading.md) in one course: "
+        "one check per this many seconds.")
     collect_lead_seconds: float = setting(
         60.0, seconds,
         "How long before a deadline the collection Pods are made, so each copy is taken at it.")

@@ -92,6 +92,16 @@ async def test_the_teacher_reads_scores_and_alice_reads_only_what_she_may(
     await expect(bob_row.locator(".grading")).to_contain_text("not graded")
     await expect(bob_row.locator(".grading .reason")).to_have_text("timed out after 60 s")
     await expect(teacher.get_by_role("button", name="Regrade everyone")).to_be_visible()
+    # The score histogram: its words, a row per range; live, as the table is.
+    histogram = teacher.locator("#score-histogram")
+    await expect(histogram.locator("figcaption")).to_have_text("1 copy graded: mean 4, median 4 of 10")
+    await expect(histogram.get_by_role("row", name=re.compile("^4 to 5"))).to_contain_text("1")
+    await write_status(kube, ns, [
+        {**graded("alice", state="Graded", score=4.0), "deadline": "2099-01-01T00:00:00Z"},
+        graded("bob", state="Graded", score=8.0)],
+        graded="2/2", grading={"maxScore": 10, "graded": 2, "failed": 0})
+    await expect(histogram.locator("figcaption")).to_have_text("2 copies graded: mean 6, median 6 of 10")
+    await expect(histogram.get_by_role("row", name=re.compile("^8 to 9"))).to_contain_text("1")
     await teacher.screenshot(path=tmp_path / "grading-teacher-table.png", full_page=True)
     # A student's full results: every test, the hidden one marked, outputs as text.
     await alice_row.get_by_role("link", name=re.compile("Details")).click()
@@ -105,6 +115,11 @@ async def test_the_teacher_reads_scores_and_alice_reads_only_what_she_may(
     alice = await (await browser.new_context()).new_page()
     await sign_in_to(alice, graded_class, "alice", "/me")
     await expect(alice.locator("p.grading")).to_contain_text("Automatic grading: graded")
+    # Check my work: before her deadline, a button; pressing it asks (the operator runs it).
+    await alice.get_by_role("button", name=re.compile("Check my work")).click()
+    await alice.wait_for_url(re.compile("/me"))
+    asked = (await kube.get(ASSIGNMENTS, ns, "week1"))["metadata"]["annotations"]
+    assert asked["check.userland.dev/alice"].endswith(" lab")
     await alice.get_by_role("link", name=re.compile("See your results")).click()
     await expect(alice.get_by_role("heading", level=1)).to_contain_text("Your results")
     tests = alice.locator("table.tests tbody tr")

@@ -9,13 +9,20 @@ alice's copy is right, bob's wrong, carol's hangs: two scores and "timed out aft
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+from prometheus_client import generate_latest
+
 from tests.operator.test_assignments import Course, _equal, course, template, userland
 from tests.support import MUST_COMPLETE, eventually
+from tests.support.coursework import INTERNAL
 from userland.platform.clients.kube import ASSIGNMENTS, PODS
 from userland.platform.model import naming
+from userland.platform.model.checks import check_annotation
+from userland.platform.model.coursework import round_id
 from userland.platform.model.gradescope import Results, parse_results
 from userland.platform.model.objects import rfc3339
 
@@ -92,6 +99,14 @@ async def test_two_copies_graded_and_a_hanging_one_timed_out(course: Course) -> 
     assert {t.name: t.score for t in results.tests}["multiply(4, 5)"] == 0
     # No grading Pod is left holding a slot.
     await eventually(lambda: _no_pods(course), timeout=MUST_COMPLETE)
+    # Metrics: the store counts each outcome once; the operator times each grader that ended.
+    store_metrics = await _store_metrics(course)
+    assert f'userland_grading_results_total{{course="{course.ns}",kind="grade",outcome="graded"}} 2.0' \
+        in store_metrics
+    assert f'userland_grading_results_total{{course="{course.ns}",kind="grade",outcome="TimedOut"}} 1.0' \
+        in store_metrics
+    operator_metrics = generate_latest(course.controller.metrics.registry).decode()
+    assert f'userland_grading_duration_seconds_count{{course="{course.ns}"}} 2.0' in operator_metrics
     # The score is the grade returned to the student, unless staff set one by hand (which wins).
     assert found["lab/carol"]["manualGrade"] == "5/10" and "manualGrade" not in found["lab/alice"]
 
@@ -117,6 +132,11 @@ async def test_two_copies_graded_and_a_hanging_one_timed_out(course: Course) -> 
     assert after["lab/alice"].get("at") == before["lab/alice"]
 
 
+async def _store_metrics(course: Course) -> str:
+    async with aiohttp.ClientSession() as http, http.get(f"{INTERNAL[course.store.url]}/metrics") as answer:
+        return await answer.text()
+
+
 async def _no_pods(course: Course) -> bool:
     return not await grading_pods(course)
 
@@ -135,3 +155,57 @@ async def test_an_invalid_grader_is_said_and_hand_out_goes_on(course: Course) ->
     said = await eventually(condition, timeout=MUST_COMPLETE)
     assert said["status"] == "False" and said["reason"] == "InvalidGrader"
     assert "overlaps the folder handed out to students" in said["message"]
+
+
+async def test_check_my_work_runs_the_visible_tests_on_the_folder_now_never_a_grade(course: Course) -> None:
+    """Check my work: alice asks twice (a mistake, then fixed), each run on her folder as it is at
+    that moment; the status says how many visible tests passed, never a score, and nothing of it
+    is a grade. bob's ask dated after his deadline is refused, and bob is never run."""
+    await course.add(template("lab"), userland("alice", "lab"), userland("bob", "lab"))
+    course.git.repo("course", repository())
+    await course.assignment(source={"url": course.git.url_of("course"), "subPath": "week1"},
+                            due="2099-01-01T00:00:00Z",
+                            grader={"image": "course/grader:1", "tests": {"path": "grading"}, "maxScore": 10,
+                                    "timeLimit": f"{TIME_LIMIT}s"})
+    await eventually(lambda: _equal(course.states(), {"lab/alice": "HandedOut", "lab/bob": "HandedOut"}),
+                     timeout=MUST_COMPLETE)
+    right = (DATA / "submissions" / "right" / "calculator.py").read_text()
+    wrong_add = right.replace("return a + b", "return a - b")
+    (course.folder("lab", "alice") / "calculator.py").write_text(wrong_add)
+
+    async def ask(login: str, at: datetime) -> str:
+        key, value = check_annotation(login, "lab", at)
+        await course.kube.merge_patch(ASSIGNMENTS, course.ns, "week1",
+                                      {"metadata": {"annotations": {key: value}}})
+        return round_id(at)
+
+    async def check_of(login: str, asked: str) -> JSON | None:
+        entry = (await course.students()).get(f"lab/{login}") or {}
+        found = entry.get("check") or {}
+        return found if found.get("asked") == asked and found.get("state") in ("Checked", "Failed") else None
+
+    first = await ask("alice", datetime.now(UTC))
+    found = await eventually(lambda: check_of("alice", first), timeout=MUST_COMPLETE)
+    assert found["state"] == "Checked" and found["visible"] == 2 and found["passed"] == 0, found
+    assert "score" not in found
+    # Fixed, and checked again: the folder as it is now.
+    (course.folder("lab", "alice") / "calculator.py").write_text(right)
+    second = await ask("alice", datetime.now(UTC) + timedelta(seconds=1))
+    found = await eventually(lambda: check_of("alice", second), timeout=MUST_COMPLETE)
+    assert found["state"] == "Checked" and found["passed"] == 2, found
+    # The store keeps every test's result (hidden ones too: the web UI shows the visible ones).
+    uid = await course.uid()
+    stored = await course.store.grading_results(course.ns, "week1", uid, "lab", "alice", check=True)
+    assert stored is not None and len(stored["results"]["tests"]) == 5
+    assert f'userland_grading_results_total{{course="{course.ns}",kind="check",outcome="graded"}} 2.0' \
+        in await _store_metrics(course)
+    # Never a grade: no grading, nothing graded at the store, no copy taken.
+    assert await course.store.grading_results(course.ns, "week1", uid, "lab", "alice") is None
+    alice = (await course.students())["lab/alice"]
+    assert "grading" not in alice and "collected" not in alice, alice
+    # An ask dated at or after the student's deadline is refused, whoever wrote it.
+    late = await ask("bob", datetime(2099, 1, 1, tzinfo=UTC))
+    refused = await eventually(lambda: check_of("bob", late), timeout=MUST_COMPLETE)
+    assert refused["state"] == "Failed" and refused["reason"] == "AfterDeadline", refused
+    pods = (await course.kube.list(PODS, course.ns, label_selector=f"{naming.LABEL_WORK}=check"))["items"]
+    assert not [p for p in pods if "lab/bob" in p["metadata"]["annotations"].get(naming.ANNOTATION_JOB, "")]

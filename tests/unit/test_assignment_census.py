@@ -95,6 +95,27 @@ def test_the_exposition_has_every_phase_and_state_per_course_and_no_names() -> N
     assert "userland_assignments{" not in _exposition(census, leader=False)
 
 
+def test_the_grading_queue_per_course_follows_the_statuses() -> None:
+    """userland_grading_queue_length and _running (UserlandGradingQueueSlow reads the first): the
+    sum of the course's assignments' `grading.queued` and `.running`, kept level on change."""
+    def grading(name: str, **counts: int) -> dict[str, Any]:
+        obj = assignment(name)
+        obj["status"]["grading"] = counts
+        return obj
+    census = AssignmentCensus()
+    one, two = grading("one", queued=40, running=20, graded=3), grading("two", queued=10, running=0)
+    census.observe(None, one)
+    census.observe(None, two)
+    text = _exposition(census)
+    assert 'userland_grading_queue_length{course="c1"} 50.0' in text
+    assert 'userland_grading_running{course="c1"} 20.0' in text
+    census.observe(one, grading("one", queued=0, running=2))
+    census.observe(two, None)
+    text = _exposition(census)
+    assert 'userland_grading_queue_length{course="c1"} 0.0' in text
+    assert 'userland_grading_running{course="c1"} 2.0' in text
+
+
 def _first_words_returned(path: Path, function: str) -> set[str]:
     """The strings a function can return as the first item of its tuples."""
     tree = ast.parse(path.read_text())

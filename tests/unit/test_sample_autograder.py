@@ -12,22 +12,16 @@ own score, and never raise it.
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.autograders import DATA, STUDENT, autograder_folder, run_grader
 from userland.platform.model.gradescope import Results, parse_results, student_view
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLE = DATA / "autograders" / "python"
-SUBMISSIONS = DATA / "submissions"
-STUDENT = "nobody"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or sys.platform != "linux",
                                 reason="switching users needs root on Linux")
@@ -35,38 +29,14 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or sys.platform != "linux",
 
 @pytest.fixture
 def autograder() -> Iterator[Path]:
-    """A folder laid out as /autograder, that `nobody` may enter (tmp_path is root's alone)."""
-    root = Path(tempfile.mkdtemp(prefix="autograder-", dir="/tmp"))
-    try:
-        root.chmod(0o755)
-        shutil.copytree(SAMPLE, root / "source")
+    with autograder_folder(SAMPLE) as root:
         yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def grade(root: Path, submission: str, *, as_user: str | None = None) -> Results:
-    target = root / "submission"
-    shutil.copytree(SUBMISSIONS / submission, target)
-    for folder, _, files in os.walk(target):
-        os.chmod(folder, 0o555)  # read-only, as the Pod mounts it
-        for name in files:
-            os.chmod(os.path.join(folder, name), 0o444)
     env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(root),
            "AUTOGRADER_STUDENT_USER": STUDENT, "JOB_TOKEN": "a-secret-the-student-must-not-see"}
-    if as_user is not None:
-        entry = pwd.getpwnam(as_user)
-        for folder in (root, root / "source"):
-            os.chown(folder, entry.pw_uid, entry.pw_gid)
-        (root / "results").mkdir()
-        os.chown(root / "results", entry.pw_uid, entry.pw_gid)
-    done = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
-                          timeout=120, check=False, user=as_user)
-    assert done.returncode == 0, done.stdout + done.stderr
-    data = (root / "results" / "results.json").read_bytes()
-    found = parse_results(data)
-    assert isinstance(found, Results), found
-    return found
+    return run_grader(root, submission, env, as_user=as_user)
 
 
 def leftovers(root: Path) -> list[int]:

@@ -160,7 +160,7 @@ NON_DEFAULTS: dict[str, object] = {
     "activity_api_seconds": 20.0, "max_streams_per_user": 2,
     "store_url": "http://store:8080", "store_secret": "s" * 40, "worker_image": "registry/userland:1",
     "store_pod_labels": (("app", "store"),), "assignment_batch": 5, "grading_concurrency": 7,
-    "collect_lead_seconds": 30.0,
+    "collect_lead_seconds": 30.0, "check_interval_seconds": 45.0,
     "source_max_files": 100, "source_max_mb": 10, "folder_max_files": 200, "folder_max_mb": 20,
     "store_assignment_quota_mb": 0, "store_course_quota_mb": 300, "store_retention_hours": 0,
     "store_git_urls": ("https://git.example.edu/course/", "http://127.0.0.1:9418/"),

@@ -21,7 +21,7 @@ from userland.platform.model import naming
 from userland.platform.model.assignments import CONFLICT_WORDS, AssignmentSpec
 from userland.platform.model.coursework import receipt_words, size_words
 from userland.platform.model.models import InvalidSpec, parse_time
-from userland.web.rules.grading import GradingRow, grading_row
+from userland.web.rules.grading import CheckLine, GradingRow, check_line, grading_row
 
 JSON = dict[str, Any]
 
@@ -212,6 +212,7 @@ class StudentView:
     feedback_returned: str = ""
     feedback_reason: str = ""
     grading: GradingRow | None = None  # with a grader (docs/grading.md)
+    check: CheckLine | None = None  # the student's last Check my work
 
     @property
     def key(self) -> str:
@@ -260,7 +261,8 @@ def student_views(obj: JSON, templates: Mapping[str, JSON]) -> list[StudentView]
             comment=str(grade.get("comment") or ""),
             feedback_returned=str(entry.get("feedbackReturnedAt") or ""),
             feedback_reason=str(entry.get("feedbackReason") or ""),
-            grading=grading_row(entry.get("grading"), max_score)))
+            grading=grading_row(entry.get("grading"), max_score),
+            check=check_line(spec, entry)))
     return sorted(views, key=lambda v: (v.login, v.template))
 
 
@@ -314,6 +316,7 @@ class MyAssignment:
     name: str = ""
     template: str = ""
     graded: str = ""  # queued, being graded, graded, not graded
+    check: CheckLine | None = None  # Check my work: whether it may be asked now, the last one
 
 
 def my_assignments(objects: Iterable[JSON], login: str, templates: Mapping[str, JSON]) -> list[MyAssignment]:
@@ -340,7 +343,7 @@ def my_assignments(objects: Iterable[JSON], login: str, templates: Mapping[str, 
                 collect_reason=view.collect_reason, grade=view.grade if returned else "",
                 comment=view.comment if returned else "", feedback=returned,
                 name=str((obj.get("metadata") or {}).get("name") or ""), template=view.template,
-                graded=view.grading.words if view.grading is not None else ""))
+                graded=view.grading.words if view.grading is not None else "", check=view.check))
     return sorted(found, key=lambda m: (m.deadline or "9999", m.title))
 
 

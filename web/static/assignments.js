@@ -70,5 +70,9 @@
     var badge = document.getElementById("phase");
     if (badge && data.badge) { badge.className = "badge " + data.badge; }
     setText("message", data.message);
+    if (typeof data.graded === "string") { setText("graded", data.graded || "–"); }
+    var histogram = document.getElementById("score-histogram");
+    // The server's own render (its text escaped there), as the rows above.
+    if (histogram && typeof data.histogram === "string") { histogram.innerHTML = data.histogram; }
   });
 }());

@@ -12,7 +12,9 @@ same words `kubectl get assignments` and the web UI show:
   NoEnvironment (a Pending student of a Failed assignment counts as Failed: their hand-out is
   not under way, and UserlandAssignmentHandOutFailing counts failed students);
 - copies missing: students whose moment (deadline, extension, "collect now") has come and whose
-  copy of it is not taken, from `collected: "n/N"` (N - n).
+  copy of it is not taken, from `collected: "n/N"` (N - n);
+- grading (docs/grading.md): copies waiting for a grading slot and copies being graded, from
+  `grading.queued` and `grading.running` (the grading queue's length per course).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from userland.platform.model.objects import meta
 JSON = dict[str, Any]
 PHASES = ("Scheduled", "HandingOut", "Open", "Collecting", "Collected", "Failed")
 STATES = ("Scheduled", "Waiting", "Pending", "HandedOut", "Conflicts", "Failed", "NoEnvironment")
+GRADING_STATES = ("Queued", "Running")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Entry:
     phase: str
     states: tuple[tuple[str, int], ...]
     copies_missing: int
+    grading: tuple[tuple[str, int], ...] = ()  # (Queued | Running, copies)
 
 
 def entry_of(obj: JSON) -> Entry:
@@ -57,8 +61,12 @@ def entry_of(obj: JSON) -> Entry:
             state = "Failed"
         if state in STATES:
             states[str(state)] += 1
+    grading = status.get("grading") if isinstance(status.get("grading"), dict) else {}
+    assert isinstance(grading, dict)
+    counts = tuple((state, int(grading[state.lower()])) for state in GRADING_STATES
+                   if isinstance(grading.get(state.lower()), int) and grading[state.lower()] > 0)
     return Entry(str(meta(obj).get("namespace") or ""), phase, tuple(sorted(states.items())),
-                 copies_missing(status.get("collected")))
+                 copies_missing(status.get("collected")), counts)
 
 
 def copies_missing(collected: object) -> int:
@@ -80,6 +88,7 @@ class AssignmentCensus(KeptLevel[Entry]):
         self.phases: Counter[tuple[str, str]] = Counter()
         self.states: Counter[tuple[str, str]] = Counter()
         self.missing: Counter[str] = Counter()
+        self.grading: Counter[tuple[str, str]] = Counter()
         self.assignments: Counter[str] = Counter()
 
     def entry(self, obj: JSON) -> Entry:
@@ -91,7 +100,9 @@ class AssignmentCensus(KeptLevel[Entry]):
         for state, count in entry.states:
             self.states[(entry.course, state)] += sign * count
         self.missing[entry.course] += sign * entry.copies_missing
-        for counter in (self.assignments, self.phases, self.states, self.missing):
+        for state, count in entry.grading:
+            self.grading[(entry.course, state)] += sign * count
+        for counter in (self.assignments, self.phases, self.states, self.missing, self.grading):
             for key in [k for k, v in counter.items() if v <= 0]:
                 del counter[key]
 

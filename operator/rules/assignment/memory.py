@@ -19,11 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from userland.operator.rules.assignment.plan import Source
-from userland.operator.rules.reconcile import ObjectMemory
+from userland.operator.rules.reconcile import DONE, ObjectMemory, Result
 from userland.platform.model.coursework import env_key, round_id
 from userland.platform.model.models import parse_time
 
 JSON = dict[str, Any]
+# A source (or tests) that cannot be had is tried again after 15 s, then twice as long each time,
+# at most 10 minutes; a store that does not answer (yet: it may be starting) from 2 s.
+FETCH_RETRY_FIRST, FETCH_RETRY_MAX = 15.0, 600.0
+STORE_RETRY_FIRST = 2.0
+STORE_UNAVAILABLE = "StoreUnavailable"
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,29 @@ class FetchOutcome:
         if self.info is None:
             return None
         return Source(str(self.info["key"]), str(self.info["commit"]))
+
+
+def fetch_settled(known: FetchOutcome | None, wanted: str, now: float) -> tuple[FetchOutcome, Result] | None:
+    """What stands without fetching (fetched once per fingerprint): `known`'s fetch of `wanted`
+    that worked (done), or one that failed while its back-off runs (look again when it ends).
+    None: fetch now (`now` and `retry_at` are monotonic seconds)."""
+    if known is None or known.fingerprint != wanted:
+        return None
+    if known.info is not None:
+        return known, DONE
+    if now < known.retry_at:
+        return known, Result.again_in(known.retry_at - now)
+    return None
+
+
+def fetch_failed(known: FetchOutcome | None, wanted: str, reason: str, message: str,
+                 now: float) -> FetchOutcome:
+    """A fetch of `wanted` that failed: tried again after twice the last back-off (of the same
+    fingerprint), from 2 s (the store not answering) or 15 s (anything else), at most 10 minutes."""
+    last = known.delay if known is not None and known.fingerprint == wanted else 0.0
+    first = STORE_RETRY_FIRST if reason == STORE_UNAVAILABLE else FETCH_RETRY_FIRST
+    delay = min(max(last * 2, first), FETCH_RETRY_MAX)
+    return FetchOutcome(wanted, problem=(reason, message), retry_at=now + delay, delay=delay)
 
 
 @dataclass

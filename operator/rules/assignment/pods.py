@@ -19,10 +19,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from userland.operator.rules.assignment.plan import Env, Pending
-from userland.operator.rules.builders import owner_reference, spec_hash
+from userland.operator.rules.sandbox import (
+    container_security,
+    job_env,
+    sandboxed_pod,
+    store_only_policy,
+)
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment
-from userland.platform.model.coursework import Job, JobScope, Member, job_token, manifest_key
+from userland.platform.model.coursework import Job, JobScope, Member, manifest_key
 from userland.platform.model.objects import rfc3339
 
 JSON = dict[str, Any]
@@ -58,6 +63,17 @@ def worker_labels(assignment: Assignment, kind: str, template: str) -> dict[str,
             naming.LABEL_COMPONENT: naming.WORKER_COMPONENT}
 
 
+def place_beside(spec: JSON, env: Env) -> None:
+    """A Pod that mounts `env`'s volume goes to the node it is attached to (ReadWriteOnce, when its
+    environment runs), with the Template's tolerations so that it may."""
+    if env.node:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [env.node]}]}]}}}
+    if env.tolerations:
+        spec["tolerations"] = [dict(t) for t in env.tolerations]
+
+
 def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], settings: WorkerSettings, *,
                now: datetime, source_key: str = "", source_bytes: int = 0) -> JSON:
     """The Pod doing `pending`'s work for `envs` (one Template, one node or none)."""
@@ -90,89 +106,39 @@ def worker_pod(assignment: Assignment, pending: Pending, envs: tuple[Env, ...], 
     mounts = [{"name": f"s{i}", "mountPath": m.mount} for i, m in enumerate(members)]
     mounts.append({"name": "scratch", "mountPath": SCRATCH})
     run_as = first.run_as
-    security: JSON = {"runAsNonRoot": run_as.uid != 0, "seccompProfile": {"type": "RuntimeDefault"}}
+    security: JSON = {"runAsNonRoot": run_as.uid != 0}
     for key, value in (("runAsUser", run_as.uid), ("runAsGroup", run_as.gid), ("fsGroup", run_as.fs_group)):
         if value is not None:
             security[key] = value
     spec: JSON = {
-        "restartPolicy": "OnFailure",
-        "activeDeadlineSeconds": deadline,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": security,
         "containers": [{
             "name": "work",
             "image": settings.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["userland"],
             "args": ["assignment-work"],
-            "env": [
-                {"name": "USERLAND_JOB", "value": job.to_json()},
-                {"name": "USERLAND_JOB_TOKEN", "value": job_token(settings.store_secret, scope)},
-                {"name": "USERLAND_STORE_URL", "value": settings.store_url},
-                {"name": "TMPDIR", "value": SCRATCH},
-                {"name": "HOME", "value": SCRATCH},
-            ],
+            "env": job_env(job, settings.store_secret, settings.store_url, SCRATCH),
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
                           "limits": {"cpu": "1", "memory": "512Mi"}},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
+            "securityContext": container_security(),
             "volumeMounts": mounts,
         }],
         "volumes": volumes,
     }
-    if first.node:
-        # The running environments' volumes are attached to that node (ReadWriteOnce).
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": [first.node]}]}]}}}
-    if first.tolerations:
-        spec["tolerations"] = [dict(t) for t in first.tolerations]
+    place_beside(spec, first)
     summary = {"kind": kind, "key": pending.key, "members": [e.key for e in envs]}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name(assignment, kind, pending.key, envs),
-            "namespace": assignment.ref.namespace,
-            "labels": worker_labels(assignment, kind, first.template),
-            "annotations": {naming.ANNOTATION_JOB: json.dumps(summary, separators=(",", ":"))},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": spec,
-    }
+    return sandboxed_pod(assignment, name=pod_name(assignment, kind, pending.key, envs),
+                         labels=worker_labels(assignment, kind, first.template), summary=summary,
+                         deadline=deadline, restart="OnFailure", pod_security=security, spec=spec)
 
 
 def worker_policy(assignment: Assignment, store_labels: dict[str, str], store_namespace: str,
                   store_port: int) -> JSON:
     """The worker Pods of this Assignment take no connections and may open only two kinds: to the
     store's Pods (on its port) and to DNS (to find it)."""
-    peer: JSON = {"podSelector": {"matchLabels": dict(store_labels)}}
-    if store_namespace:
-        peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": store_namespace}}
-    policy: JSON = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": naming.assignment_policy_name(assignment.name),
-            "namespace": assignment.ref.namespace,
-            "labels": {naming.LABEL_MANAGED_BY: naming.MANAGED_BY, naming.LABEL_ASSIGNMENT: assignment.name},
-            "annotations": {},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {naming.LABEL_ASSIGNMENT: assignment.name,
-                                            naming.LABEL_COMPONENT: naming.WORKER_COMPONENT}},
-            # Ingress listed with no rule: nothing may connect to a worker Pod.
-            "policyTypes": ["Ingress", "Egress"],
-            "egress": [
-                {"to": [peer], "ports": [{"protocol": "TCP", "port": store_port}]},
-                {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-            ],
-        },
-    }
-    policy["metadata"]["annotations"][naming.ANNOTATION_SPEC_HASH] = spec_hash(policy)
-    return policy
+    return store_only_policy(assignment, name=naming.assignment_policy_name(assignment.name),
+                             component=naming.WORKER_COMPONENT, store_labels=store_labels,
+                             store_namespace=store_namespace, store_port=store_port, dns=True)
 
 
 def job_summary(pod: JSON) -> JSON | None:

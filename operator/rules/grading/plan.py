@@ -94,6 +94,7 @@ class GradingPod:
     grade_seconds: float | None = None  # how long the grader ran, once it has ended
     # (container, reason, message) of a container that ended badly or cannot start.
     trouble: tuple[str, str, str] | None = None
+    kind: str = "grade"  # or "check": a student's Check my work (operator/rules/grading/checks.py)
 
     @property
     def live(self) -> bool:
@@ -126,7 +127,7 @@ def timed_out_words(seconds: int) -> str:
     return f"timed out after {seconds} s"
 
 
-def _ended_badly(pod: GradingPod, now: datetime) -> tuple[str, str] | None:
+def ended_badly(pod: GradingPod, now: datetime) -> tuple[str, str] | None:
     """(reason, message) when this Pod's grading is over without a report, else None."""
     if pod.pod_reason == "DeadlineExceeded":
         return "TimedOut", timed_out_words(pod.time_limit)
@@ -140,7 +141,8 @@ def _ended_badly(pod: GradingPod, now: datetime) -> tuple[str, str] | None:
         if reason in STUCK:
             return "GraderFailed", f"{STUCK[reason]}: {message}".rstrip(": ")
         if pod.phase == "Failed":
-            step = {"fetch": "fetching the copy and the tests", "grade": "running the grader",
+            step = {"snapshot": "copying the folder", "fetch": "fetching the copy and the tests",
+                    "grade": "running the grader",
                     "report": "reporting the results"}.get(container, container)
             return "GraderFailed", f"the grading failed while {step} ({reason or 'error'})"
     if pod.phase == "Failed":
@@ -181,7 +183,7 @@ def plan_grading(copies: Mapping[str, tuple[str, str, str, str]], tests_key: str
             plan.delete.extend(p.name for p in same if not p.live and not p.deleting)
             continue
         live = [p for p in same if p.live]
-        over = next(((p, bad) for p in same if not p.deleting and (bad := _ended_badly(p, now))), None)
+        over = next(((p, bad) for p in same if not p.deleting and (bad := ended_badly(p, now))), None)
         if over is not None:
             pod, (reason, message) = over
             plan.failures.append(Failure(work, reason, message))
@@ -215,7 +217,8 @@ def grading_pod_of(pod: Mapping[str, Any]) -> GradingPod | None:
         summary = json.loads(text) if isinstance(text, str) else None
     except ValueError:
         return None
-    if not isinstance(summary, dict) or summary.get("kind") != "grade" or not summary.get("members"):
+    if not isinstance(summary, dict) or summary.get("kind") not in ("grade", "check") or \
+            not summary.get("members"):
         return None
     status = pod.get("status") or {}
     steps = {str(c.get("name")): c.get("state") or {}
@@ -225,7 +228,7 @@ def grading_pod_of(pod: Mapping[str, Any]) -> GradingPod | None:
     finished = parse_time((grade.get("terminated") or {}).get("finishedAt"))
     seconds = (finished - started).total_seconds() if started is not None and finished is not None else None
     trouble = None
-    for name in ("fetch", "grade", "report"):
+    for name in ("snapshot", "fetch", "grade", "report"):
         state = steps.get(name) or {}
         ended, waiting = state.get("terminated") or {}, state.get("waiting") or {}
         if ended and (ended.get("exitCode") or ended.get("reason") == "OOMKilled"):
@@ -241,4 +244,5 @@ def grading_pod_of(pod: Mapping[str, Any]) -> GradingPod | None:
         phase=str(status.get("phase") or "Pending"), deleting=bool(metadata.get("deletionTimestamp")),
         time_limit=int(limit) if isinstance(limit, int) else 60, grade_started=started,
         grade_ended="terminated" in grade, pod_reason=str(status.get("reason") or ""), trouble=trouble,
-        created=parse_time(metadata.get("creationTimestamp")), grade_seconds=seconds)
+        created=parse_time(metadata.get("creationTimestamp")), grade_seconds=seconds,
+        kind=str(summary["kind"]))

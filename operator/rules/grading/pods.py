@@ -36,10 +36,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from userland.operator.rules.builders import owner_reference, spec_hash
+from userland.operator.rules.assignment.plan import Env
+from userland.operator.rules.assignment.pods import place_beside
+from userland.operator.rules.sandbox import container_security, job_env, sandboxed_pod, store_only_policy
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment
-from userland.platform.model.coursework import Job, JobScope, Member, job_token
+from userland.platform.model.coursework import Job, JobScope, Member, WorkKind
 from userland.platform.model.grading import DEFAULT_COMMAND, Grader, grade_version, quantity
 
 JSON = dict[str, Any]
@@ -50,6 +52,9 @@ REPORT_SECONDS = 60
 MIB = 1024 * 1024
 PLATFORM_UID = 65532
 EXIT_FILE = f"{ROOT}/results/.exit-status"
+# A check's snapshot step: where the student's volume is mounted, and the tar it leaves for fetch.
+STUDENT_MOUNT = "/student"
+CHECK_COPY = "check-copy.tar"
 # The grader's command runs through the image's /bin/sh: its status is noted for the report, and
 # the step always succeeds (a failing run_autograder with a results.json is still graded, as on
 # Gradescope). With no command of the teacher's, the image's /autograder/run_autograder runs, else
@@ -92,9 +97,11 @@ class GradeWork:
         return grade_version(self.copy_sha256, self.tests_key)
 
 
-def grading_pod_name(assignment: Assignment, work: GradeWork, attempt: int = 0) -> str:
-    digest = hashlib.sha256(json.dumps([work.env, work.round, work.version, attempt]).encode()).hexdigest()
-    return naming.worker_pod_name(assignment.name, "grade", digest)
+def grading_pod_name(assignment: Assignment, work: GradeWork, attempt: int = 0, *,
+                     kind: str = "grade") -> str:
+    what = [work.env, work.round, work.version, attempt] + ([kind] if kind != "grade" else [])
+    digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()
+    return naming.worker_pod_name(assignment.name, kind, digest)
 
 
 def grading_labels(assignment: Assignment, template: str) -> dict[str, str]:
@@ -113,25 +120,20 @@ def active_deadline(grader: Grader) -> int:
 
 
 def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, settings: GradingSettings, *,
-                now: datetime, attempt: int = 0) -> JSON:
+                now: datetime, attempt: int = 0, check: Env | None = None) -> JSON:
+    """The Pod grading `work`; with `check` (the student's environment), a check of their folder as
+    it is now (Check my work): a first step takes the snapshot, and the report is never a grade."""
     deadline = active_deadline(grader)
-    scope = JobScope(kind="grade", namespace=assignment.ref.namespace, assignment=assignment.name,
+    kind: WorkKind = "check" if check is not None else "grade"
+    scope = JobScope(kind=kind, namespace=assignment.ref.namespace, assignment=assignment.name,
                      members=(Member(work.login, work.template, f"{ROOT}/submission"),),
                      expires=int((now + timedelta(seconds=deadline + 600)).timestamp()),
                      source=work.tests_key, round=work.round, uid=assignment.ref.uid)
     job = Job(scope=scope, path=ROOT, commit=work.copy_sha256)
-    platform_env = [
-        {"name": "USERLAND_JOB", "value": job.to_json()},
-        {"name": "USERLAND_JOB_TOKEN", "value": job_token(settings.store_secret, scope)},
-        {"name": "USERLAND_STORE_URL", "value": settings.store_url},
-        {"name": "HOME", "value": "/tmp"},
-        {"name": "TMPDIR", "value": "/tmp"},
-    ]
+    platform_env = job_env(job, settings.store_secret, settings.store_url, "/tmp")
     disk = dict(grader.limits)["ephemeral-storage"]
     limits_small = {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
     requests_small = {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
-    no_privilege = {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]}}
     volumes = [
         {"name": "submission", "emptyDir": {"sizeLimit": f"{settings.copy_bytes // MIB + 16}Mi"}},
         {"name": "source", "emptyDir": {"sizeLimit": f"{max(work.tests_bytes, 0) // MIB + 64}Mi"}},
@@ -143,7 +145,7 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
         "name": "fetch", "image": settings.image, "imagePullPolicy": "IfNotPresent",
         "command": ["userland"], "args": ["assignment-work", "fetch"], "env": platform_env,
         "resources": {"limits": limits_small, "requests": requests_small},
-        "securityContext": {**no_privilege, "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False},
+        "securityContext": container_security(runAsUser=0, runAsGroup=0, runAsNonRoot=False),
         "volumeMounts": [{"name": "submission", "mountPath": f"{ROOT}/submission"},
                          {"name": "source", "mountPath": f"{ROOT}/source"},
                          {"name": "results", "mountPath": f"{ROOT}/results"},
@@ -155,9 +157,8 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
         "args": [*(grader.command if grader.command != DEFAULT_COMMAND else ()), *grader.args],
         "env": [{"name": k, "value": v} for k, v in grader.env],
         "resources": grader.resources(),
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False, "runAsUser": 0,
-                            "runAsNonRoot": False,
-                            "capabilities": {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}},
+        "securityContext": container_security(read_only_root=False, add=("SETUID", "SETGID"), runAsUser=0,
+                                              runAsNonRoot=False),
         "volumeMounts": [{"name": "submission", "mountPath": f"{ROOT}/submission", "readOnly": True},
                          {"name": "source", "mountPath": f"{ROOT}/source"},
                          {"name": "results", "mountPath": f"{ROOT}/results"},
@@ -167,61 +168,57 @@ def grading_pod(assignment: Assignment, grader: Grader, work: GradeWork, setting
         "name": "report", "image": settings.image, "imagePullPolicy": "IfNotPresent",
         "command": ["userland"], "args": ["assignment-work", "report"], "env": platform_env,
         "resources": {"limits": limits_small, "requests": requests_small},
-        "securityContext": {**no_privilege, "runAsUser": PLATFORM_UID, "runAsGroup": PLATFORM_UID,
-                            "runAsNonRoot": True},
+        "securityContext": container_security(runAsUser=PLATFORM_UID, runAsGroup=PLATFORM_UID,
+                                              runAsNonRoot=True),
         # The submission too (read-only), so that its job's paths are the fetch step's.
         "volumeMounts": [{"name": "results", "mountPath": f"{ROOT}/results", "readOnly": True},
                          {"name": "submission", "mountPath": f"{ROOT}/submission", "readOnly": True},
                          {"name": "platform-tmp", "mountPath": "/tmp"}],
     }
-    summary = {"kind": "grade", "key": work.version, "members": [work.env], "round": work.round,
-               "timeLimit": grader.time_limit, "attempt": attempt}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": grading_pod_name(assignment, work, attempt),
-            "namespace": assignment.ref.namespace,
-            "labels": grading_labels(assignment, work.template),
-            "annotations": {naming.ANNOTATION_JOB: json.dumps(summary, separators=(",", ":"))},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "activeDeadlineSeconds": deadline,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "initContainers": [fetch, grade],
-            "containers": [report],
-            "volumes": volumes,
-        },
+    summary = {"kind": kind, "key": work.version if check is None else work.round, "members": [work.env],
+               "round": work.round, "timeLimit": grader.time_limit, "attempt": attempt}
+    spec: JSON = {"initContainers": [fetch, grade], "containers": [report], "volumes": volumes}
+    if check is not None:
+        _add_snapshot(spec, assignment, check, settings)
+    labels = grading_labels(assignment, work.template)
+    if check is not None:
+        labels[naming.LABEL_WORK] = "check"
+    return sandboxed_pod(assignment, name=grading_pod_name(assignment, work, attempt, kind=kind),
+                         labels=labels, summary=summary, deadline=deadline, restart="Never", spec=spec)
+
+
+def _add_snapshot(spec: JSON, assignment: Assignment, env: Env, settings: GradingSettings) -> None:
+    """A check's first step: the student's folder as it is now, read as their own user from their
+    volume (mounted read-only, in this step only), into the scratch space the fetch step reads.
+    The Pod goes where a running environment's volume is attached, with its tolerations."""
+    run_as = env.run_as
+    user: JSON = {"runAsNonRoot": run_as.uid != 0}
+    if run_as.uid is not None:
+        user["runAsUser"] = run_as.uid
+    if run_as.gid is not None:
+        user["runAsGroup"] = run_as.gid
+    snapshot = {
+        "name": "snapshot", "image": settings.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["userland"],
+        "args": ["assignment-work", "snapshot", "--volume", STUDENT_MOUNT, "--path", assignment.spec.path,
+                 "--out", f"/tmp/{CHECK_COPY}", "--max-bytes", str(settings.copy_bytes)],
+        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}],
+        "resources": {"limits": {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "64Mi"},
+                      "requests": {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "16Mi"}},
+        "securityContext": container_security(**user),
+        "volumeMounts": [{"name": "student", "mountPath": STUDENT_MOUNT, "readOnly": True},
+                         {"name": "platform-tmp", "mountPath": "/tmp"}],
     }
+    spec["initContainers"].insert(0, snapshot)
+    spec["volumes"].append({"name": "student", "persistentVolumeClaim": {"claimName": env.claim,
+                                                                          "readOnly": True}})
+    place_beside(spec, env)
 
 
 def grading_policy(assignment: Assignment, store_labels: dict[str, str], store_namespace: str,
                    store_port: int) -> JSON:
     """Nothing connects to an Assignment's grading Pods; they connect only to the store's Pods, on
     its port (no DNS: the store's address is an IP address in their job)."""
-    peer: JSON = {"podSelector": {"matchLabels": dict(store_labels)}}
-    if store_namespace:
-        peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": store_namespace}}
-    policy: JSON = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": naming.grading_policy_name(assignment.name),
-            "namespace": assignment.ref.namespace,
-            "labels": {naming.LABEL_MANAGED_BY: naming.MANAGED_BY, naming.LABEL_ASSIGNMENT: assignment.name},
-            "annotations": {},
-            "ownerReferences": [owner_reference("Assignment", assignment.name, assignment.ref.uid)],
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {naming.LABEL_ASSIGNMENT: assignment.name,
-                                            naming.LABEL_COMPONENT: naming.GRADER_COMPONENT}},
-            "policyTypes": ["Ingress", "Egress"],
-            "egress": [{"to": [peer], "ports": [{"protocol": "TCP", "port": store_port}]}],
-        },
-    }
-    policy["metadata"]["annotations"][naming.ANNOTATION_SPEC_HASH] = spec_hash(policy)
-    return policy
+    return store_only_policy(assignment, name=naming.grading_policy_name(assignment.name),
+                             component=naming.GRADER_COMPONENT, store_labels=store_labels,
+                             store_namespace=store_namespace, store_port=store_port, dns=False)

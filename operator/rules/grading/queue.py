@@ -72,6 +72,13 @@ class GradingQueue:
         return max(0, min(self.waiting.get(key, 0), share - running.get(key, 0),
                           free))
 
+    def grant_checks(self, running: Mapping[tuple[str, str], int]) -> int:
+        """How many checks (Check my work) may start now: they come after deadline gradings, so
+        only slots no grading of any course waits for (their Pods count among the running)."""
+        if any(n > 0 for n in self.waiting.values()):
+            return 0
+        return max(0, self.limit - sum(running.values()))
+
 
 def line_estimates(waiting: int, slots: int, average: float | None,
                    now: datetime) -> list[tuple[int, datetime | None]]:

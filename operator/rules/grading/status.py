@@ -73,8 +73,12 @@ def merge(status: JSON, grading: JSON) -> JSON:
     status["graded"] = grading["graded"]
     status["grading"] = grading["grading"]
     status["conditions"] = [*status.get("conditions", []), grading["condition"]]
+    checks = grading.get("checks") or {}
     for entry in status.get("students") or []:
-        found = grading["students"].get(f"{entry.get('template')}/{entry.get('user')}")
+        key = f"{entry.get('template')}/{entry.get('user')}"
+        found = grading["students"].get(key)
         if found is not None:
             entry["grading"] = found
+        if key in checks:
+            entry["check"] = checks[key]  # Check my work: the student's last check, never a grade
     return status

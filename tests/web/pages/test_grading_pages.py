@@ -10,6 +10,7 @@ status is written as it writes it.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from userland.coursework.grading_work import run_report
 from userland.coursework.worker import StoreForWorker
 from userland.platform.clients.kube import ASSIGNMENTS, KubeClient
 from userland.platform.model import naming
-from userland.platform.model.coursework import Job, JobScope, Member, job_token
+from userland.platform.model.coursework import Job, JobScope, Member, job_token, round_id
+from userland.platform.model.models import parse_time
 
 __all__ = ["git", "store_url"]
 JSON = dict[str, Any]
@@ -91,6 +93,14 @@ async def test_the_teacher_sees_scores_failures_and_full_results_and_regrades(
                   "number 1 in line, graded by about 00:12 UTC",
                   "the grade set by hand below wins", "Regrade everyone"):
         assert words in page, words
+    # The score histogram: server-rendered bars (SVG sized by the server) and its text.
+    histogram = page[page.index('id="score-histogram"'):page.index("<h2>Students</h2>")]
+    assert "2 copies graded: mean 5, median 5 of 10" in histogram
+    rows = re.findall(r'<th scope="row">([^<]+)</th>\s*<td><svg[^>]*><rect class="bar" x="0" y="1" '
+                      r'width="(\d+)"[^>]*></rect></svg></td>\s*<td class="count">(\d+)</td>', histogram)
+    assert len(rows) == 10
+    assert ("4 to 5 (below 5)", "200", "1") in rows and ("6 to 7 (below 7)", "200", "1") in rows
+    assert ("9 to 10", "0", "0") in rows and "style=" not in histogram
     # Staff see every test, the hidden one too, with its output as text.
     status, page = await teacher.get(f"{base}/students/alice/results")
     assert status == 200
@@ -168,3 +178,75 @@ async def test_a_student_sees_only_what_the_visibility_rules_allow(
     assert "could not be graded automatically" in page and "cases.json" not in page
     status, page = await as_user("mallory").get(f"/me/results/{namespace}/week1/lab")
     assert status == 404 and "add works" not in page
+
+
+async def test_check_my_work_from_me_visible_tests_only_rate_limited_audited(
+        kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str, tmp_path: Path) -> None:
+    """Check my work on /me: the button before the deadline, the ask as an annotation (the operator
+    runs it: tests/operator/test_grading.py), a second ask within the interval a 429, no ask
+    after the deadline, without the form's token, or for an environment that is not one's own;
+    the results the visible tests only; audited."""
+    as_user = await teacher_in(kube, namespace, web_ui, store_url)
+    created = await kube.create(ASSIGNMENTS, namespace, assignment_body(
+        grader=GRADER, due="2099-01-01T00:00:00Z", extensions={"bob": "2020-01-01T00:00:00Z"}))
+    uid = created["metadata"]["uid"]
+    await write_status(kube, namespace, [
+        {"user": "alice", "template": "lab", "state": "HandedOut", "deadline": "2099-01-01T00:00:00Z"},
+        {"user": "bob", "template": "lab", "state": "HandedOut", "deadline": "2020-01-01T00:00:00Z"}])
+    alice, bob, mallory = as_user("alice"), as_user("bob"), as_user("mallory")
+    path = f"/me/check/{namespace}/week1/lab"
+    # (/me lists every course's assignments: other tests' courses too.)
+    page = await wait_cached(alice, "/me", f'action="{path}"')
+    assert "It is not your grade" in page
+    assert f'action="{path}"' not in await wait_cached(bob, "/me", f'data-live="work-{namespace}"')
+
+    async def annotations() -> dict[str, str]:
+        obj = await kube.get(ASSIGNMENTS, namespace, "week1")
+        return {k: v for k, v in (obj["metadata"].get("annotations") or {}).items()
+                if k.startswith(naming.ANNOTATION_CHECK_PREFIX)}
+    # A form from elsewhere (no token) changes nothing.
+    assert (await alice.post(path, {}, csrf=None))[0] == 403
+    assert await annotations() == {}
+    status, _ = await alice.post(path, {})
+    assert status == 303
+    asked = (await annotations())[f"{naming.ANNOTATION_CHECK_PREFIX}alice"]
+    assert asked.endswith(" lab")
+    # Again at once: refused in words, with when to come back; nothing written.
+    status, page = await alice.post(path, {})
+    assert status == 429 and "You checked your work a moment ago" in page
+    assert list(await annotations()) == [f"{naming.ANNOTATION_CHECK_PREFIX}alice"]
+    # After the deadline, or for an environment that is not theirs: no ask.
+    status, page = await bob.post(path, {})
+    assert status == 403 and "The deadline has passed" in page
+    assert (await mallory.post(path, {}))[0] == 404
+    assert (await alice.post(f"/me/check/{namespace}/week1/vscode", {}))[0] == 404
+    assert list(await annotations()) == [f"{naming.ANNOTATION_CHECK_PREFIX}alice"]
+    audit = await wait_cached(as_user(INSTRUCTOR), f"/courses/{namespace}/audit", "Checked their work")
+    assert "alice (Week 1)" in audit
+    # The check's report, by the grading Pod's own report step, and the status the operator writes.
+    moment = parse_time(asked.split()[0])
+    assert moment is not None
+    round_ = round_id(moment)
+    folder = tmp_path / "check-alice"
+    (folder / "results").mkdir(parents=True)
+    (folder / "results" / "results.json").write_text(json.dumps(RESULTS))
+    scope = JobScope(kind="check", namespace=namespace, assignment="week1",
+                     members=(Member("alice", "lab", str(folder / "submission")),),
+                     expires=int(time.time()) + 600, round=round_, source="tests-key", uid=uid)
+    job = Job(scope=scope, path="/autograder")
+    async with aiohttp.ClientSession() as session:
+        store = StoreForWorker(store_url, job, job_token(STORE_SECRET, scope), session)
+        assert await run_report(job, store) == 0
+    await write_status(kube, namespace, [
+        {"user": "alice", "template": "lab", "state": "HandedOut", "deadline": "2099-01-01T00:00:00Z",
+         "check": {"state": "Checked", "asked": round_, "visible": 1, "passed": 1}}])
+    page = await wait_cached(alice, "/me", "Your work was checked: 1 of 1 visible test passed.")
+    assert f'href="{path}"' in page
+    status, page = await alice.get(path)
+    assert status == 200 and "add works" in page and "&lt;b&gt;passed&lt;/b&gt;" in page
+    for never in ("multiply after the deadline", "divide once returned", "secret edge case", "multiply(0, 9)",
+                  "4/10"):
+        assert never not in page, never
+    # Never a grade: nothing graded at the store; nobody else reaches it.
+    assert (await alice.get(f"/me/results/{namespace}/week1/lab"))[0] == 404
+    assert (await bob.get(path))[0] == 404 and (await mallory.get(path))[0] == 404
