@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import redis.asyncio
@@ -124,7 +125,7 @@ def alice(lms: Lms) -> str:
 
 
 async def test_framed_with_cookies_blocked_and_no_platform_storage_opens_a_new_window(
-    browser: Browser, lms: Lms
+    browser: Browser, lms: Lms, tmp_path: Path
 ) -> None:
     context = await browser.new_context()
     page = await context.new_page()
@@ -135,6 +136,7 @@ async def test_framed_with_cookies_blocked_and_no_platform_storage_opens_a_new_w
     restart = frame.get_by_role("link", name="Open Userland in a new window")
     await expect(restart).to_be_visible(timeout=MUST_COMPLETE_MS)
     await expect(frame.get_by_text("does not let Userland sign you in inside")).to_be_visible()
+    await page.screenshot(path=tmp_path / "lti-framed-new-window.png", full_page=True)
     async with context.expect_page(timeout=MUST_COMPLETE_MS) as opened:
         await restart.click()
     window = await opened.value
@@ -143,7 +145,7 @@ async def test_framed_with_cookies_blocked_and_no_platform_storage_opens_a_new_w
 
 
 async def test_framed_with_platform_storage_proves_the_browser_without_cookies(
-    browser: Browser, lms: Lms
+    browser: Browser, lms: Lms, tmp_path: Path
 ) -> None:
     context = await browser.new_context()
     page = await context.new_page()
@@ -158,6 +160,7 @@ async def test_framed_with_platform_storage_proves_the_browser_without_cookies(
     window = await opened.value
     await expect_alices_environment(window, lms)
     await expect(frame.get_by_text("Userland opened in a new window")).to_be_visible()
+    await page.screenshot(path=tmp_path / "lti-framed-opened.png", full_page=True)
     await context.close()
 
 
