@@ -153,7 +153,8 @@ def test_everything_granted_in_a_course_is_exactly_this(control_plane: ControlPl
         "userlands.userland.dev": READ | {"create", "delete", "patch"},
         "assignments.userland.dev": READ | {"create", "delete", "patch"},
         "templates.userland.dev": READ, "deployments.apps": READ, "pods": READ,
-        "events": READ | {"create"}, "namespaces": READ,
+        # patch: its own course namespace only (the LMS links and LMS-made staff, web/lti_link.py).
+        "events": READ | {"create"}, "namespaces": READ | {"patch"},
     }
 
 
@@ -243,6 +244,9 @@ async def test_every_dangerous_write_is_refused(as_web: KubeClient, course: str,
         "create RoleBinding": as_web.create(ROLEBINDINGS, course, ROLEBINDING),
         "read Secrets": as_web.list(SECRETS, course),
         "read a Secret": as_web.get(SECRETS, course, "anything"),
+        # The LTI namespace: the tool's key Secret only (web/lti_sync.py), no other.
+        "read another Secret of the LTI namespace": as_web.get(SECRETS, "userland-system", "anything"),
+        "list the LTI namespace's Secrets": as_web.list(SECRETS, "userland-system"),
         "create Userland outside a course": as_web.create(USERLANDS, plain, _userland("mallory")),
         "list Userlands outside a course": as_web.list(USERLANDS, plain),
         "list Templates outside a course": as_web.list(TEMPLATES, plain),
