@@ -42,12 +42,13 @@ from userland.platform.model.lti_services_roster import RosterError
 from userland.platform.model.lti_services_roster_diff import Policy, SyncPlan
 from userland.platform.model.lti_services_token import ServiceCredentials
 from userland.web.audit import AuditEntry, AuditLog
+from userland.web.lti_grades import pass_back_course
 from userland.web.lti_roster import apply_plan, read_course
 from userland.web.rules.lti_sync import SCHEDULE, SyncRecord, audit_result, failed, record
 
 log = logging.getLogger(__name__)
 LTI_REGISTRATIONS = Resource(naming.GROUP, naming.VERSION, PLURAL, "LtiRegistration")
-LOCK_SECONDS_ON_DEMAND = 120
+GRADE_SECONDS = 60.0
 
 
 class SyncUnavailable(Exception):
@@ -62,6 +63,7 @@ class RosterSync:
     audit: AuditLog | None = None
     interval_minutes: int = 15
     http_timeout: float = 10.0
+    grade_seconds: float = GRADE_SECONDS
     _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     # -- one course
@@ -92,8 +94,8 @@ class RosterSync:
         if not links:
             raise SyncUnavailable("No LMS course with a roster is linked to this course: open Userland "
                                   "from the LMS course once as its instructor.")
-        registrations = await self._registrations()
-        key = await self._tool_key()
+        registrations = await self.registrations()
+        key = await self.tool_key()
         by_template: dict[str, list[LinkedContext]] = defaultdict(list)
         claims: dict[str, str] = {}
         for link in links:
@@ -116,7 +118,7 @@ class RosterSync:
                 rows += [(r.login, r.outcome, r.detail) for r in results]
         return record(plans, rows, actor=actor, now=now)
 
-    async def _registrations(self) -> dict[str, LtiRegistration]:
+    async def registrations(self) -> dict[str, LtiRegistration]:
         found: dict[str, LtiRegistration] = {}
         for obj in (await self.kube.list(LTI_REGISTRATIONS, self.lti_namespace)).get("items") or []:
             with contextlib.suppress(InvalidRegistration):
@@ -124,7 +126,7 @@ class RosterSync:
                 found[registration.name] = registration
         return found
 
-    async def _tool_key(self) -> ToolKey:
+    async def tool_key(self) -> ToolKey:
         key = signing_key(await read_keys(self.kube, self.lti_namespace))
         if key is None:
             raise SyncUnavailable("Userland's LMS key is not made yet: the sign-in service makes it "
@@ -133,10 +135,11 @@ class RosterSync:
 
     # -- every linked course, on a schedule
 
-    async def linked_courses(self) -> list[str]:
+    async def linked_courses(self, *, roster: bool = True) -> list[str]:
+        """Courses with an LMS link that has a roster service (`roster=False`: any LMS link)."""
         items = (await self.kube.list(NAMESPACES, label_selector=f"{naming.LABEL_COURSE}=true")).get("items")
         return sorted(str(o["metadata"]["name"]) for o in items or []
-                      if any(link.memberships for link in course_links(o))
+                      if any(link.memberships or not roster for link in course_links(o))
                       and not o["metadata"].get("deletionTimestamp"))
 
     async def claim(self, namespace: str, seconds: int) -> bool:
@@ -152,18 +155,35 @@ class RosterSync:
                 synced += 1
         return synced
 
+    async def grades_once(self) -> int:
+        """One grade passback pass over every linked course (web/lti_grades.py)."""
+        passed = 0
+        for namespace in await self.linked_courses(roster=False):
+            passed += await pass_back_course(self, namespace)
+        return passed
+
     async def run(self) -> None:
+        """Rosters every `interval_minutes` (0: only on demand); grades every GRADE_SECONDS."""
+        rosters_at = float("-inf")
         while True:
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one bad pass must not end the schedule
-                log.exception("LMS roster sync pass failed", extra={"event": "lti.sync_pass_failed"})
-            await asyncio.sleep(self.interval_minutes * 60)
+            for step in ("rosters", "grades"):
+                every = self.interval_minutes * 60
+                due = every > 0 and time.monotonic() - rosters_at >= every
+                if step == "rosters" and not due:
+                    continue
+                try:
+                    await (self.run_once() if step == "rosters" else self.grades_once())
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # one bad pass must not end the schedule
+                    log.exception("LMS sync pass failed",
+                                  extra={"event": "lti.sync_pass_failed", "step": step})
+                if step == "rosters":
+                    rosters_at = time.monotonic()
+            await asyncio.sleep(self.grade_seconds)
 
     def start(self) -> None:
-        if self.interval_minutes > 0 and self._task is None:
+        if self._task is None:
             self._task = asyncio.create_task(self.run(), name="lti-roster-sync")
 
     async def stop(self) -> None:

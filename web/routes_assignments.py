@@ -32,7 +32,7 @@ from userland.web.routes_course import (
     stream_quota,
 )
 from userland.web.rules import assignments as views
-from userland.web.rules import security
+from userland.web.rules import lti_grades, security
 from userland.web.rules.courses import Course, CourseRole, course_role, may
 from userland.web.state import CourseWatch, assignments_channel
 
@@ -237,7 +237,8 @@ def _detail_context(course: Course, role: CourseRole, obj: JSON, watch: CourseWa
             "phase_words": words, "phase_badge": badge, "phase": phase,
             "message": views.teacher_words(str(ready.get("message") or "")),
             "several": len(spec.get("templates") or []) > 1, "source": status.get("source") or {},
-            "problems": status.get("problems") or [], "size_words": size_words}
+            "problems": status.get("problems") or [], "size_words": size_words,
+            "lms_counts": lti_grades.summary(status)}
 
 
 async def detail(request: web.Request) -> web.Response:

@@ -5,6 +5,7 @@ that may start environments (instructors and assistants) and the CSRF token (the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -14,6 +15,7 @@ from aiohttp import web
 from userland.platform.model.lti_links import LmsLink, course_links
 from userland.web.access import require_course
 from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
+from userland.web.lti_grades import pass_back_course
 from userland.web.lti_sync import RosterSync
 from userland.web.rules.lti_sync import SyncRecord
 
@@ -51,6 +53,19 @@ async def sync_now(request: web.Request) -> web.StreamResponse:
     log.info("LMS roster synced on demand", extra={"event": "lti.sync_now", "course": namespace,
                                                    "ok": result.ok, "summary": result.summary})
     raise web.HTTPSeeOther(f"/courses/{quote(namespace)}#lms-roster")
+
+
+def pass_back_soon(request: web.Request, namespace: str, name: str) -> None:
+    """Staff returned an Assignment or changed a grade: its passback runs now, in the background
+    (the minute's pass would take it anyway; web/lti_grades.py)."""
+    ctx = web_context(request)
+    sync: RosterSync | None = ctx.extras.get(LTI_SYNC)
+    if sync is None:
+        return
+    tasks: set[asyncio.Task[int]] = ctx.extras.setdefault("userland.lti_passbacks", set())
+    task = asyncio.create_task(pass_back_course(sync, namespace, only=name))
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 def setup_lti_sync_routes(app: web.Application) -> None:

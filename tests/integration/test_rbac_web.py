@@ -152,6 +152,7 @@ def test_everything_granted_in_a_course_is_exactly_this(control_plane: ControlPl
         **SELF_REVIEW,
         "userlands.userland.dev": READ | {"create", "delete", "patch"},
         "assignments.userland.dev": READ | {"create", "delete", "patch"},
+        "assignments.userland.dev/status": {"patch"},  # status.lti: the LMS grade passback
         "templates.userland.dev": READ, "deployments.apps": READ, "pods": READ,
         # patch: its own course namespace only (the LMS links and LMS-made staff, web/lti_link.py).
         "events": READ | {"create"}, "namespaces": READ | {"patch"},

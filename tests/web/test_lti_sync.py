@@ -102,7 +102,8 @@ async def course(rbac: ControlPlane, namespace: str, kube: KubeClient, lms: LtiS
         "spec": {"issuer": lms.issuer, "clientId": lms.client_id, "deploymentIds": [lms.deployment_id],
                  "authLoginUrl": lms.url + "/auth", "authTokenUrl": lms.token_url,
                  "keySetUrl": lms.url + "/jwks"}})
-    link = LmsLink(registration, "c1", TEMPLATE, "Databases 101", lms.memberships_url("c1"))
+    link = LmsLink(registration, "c1", TEMPLATE, "Databases 101", lms.memberships_url("c1"),
+                   lms.lineitems_url("c1"))
     await kube.merge_patch(NAMESPACES, None, namespace,
                            {"metadata": {"annotations": {ANNOTATION_LINKS: links_value([link])}}})
     yield namespace
