@@ -31,6 +31,7 @@ from userland.platform.clients.lti_services_token import TokenClient
 from userland.platform.model import lti_services_passback as passback
 from userland.platform.model import naming
 from userland.platform.model.assignments import Assignment
+from userland.platform.model.keyspace import lti_grades_lock_key
 from userland.platform.model.lti_links import course_links
 from userland.platform.model.lti_services_grades import LineItemSpec
 from userland.platform.model.lti_services_token import ServiceCredentials, TokenError
@@ -82,8 +83,8 @@ async def pass_back_course(sync: RosterSync, namespace: str, only: str | None = 
         link = lti_grades.parse_link((metadata.get("annotations") or {}).get(lti_grades.ANNOTATION_LINE_ITEM))
         if link is None:
             continue
-        if not await sync.redis.set(f"userland:lti-grades-lock:{namespace}/{metadata.get('name')}", "1",
-                                    nx=True, ex=LOCK_SECONDS):
+        lock = lti_grades_lock_key(namespace, str(metadata.get("name")))
+        if not await sync.redis.set(lock, "1", nx=True, ex=LOCK_SECONDS):
             continue
         try:
             await _pass(sync, namespace, obj, link, links)
@@ -93,7 +94,7 @@ async def pass_back_course(sync: RosterSync, namespace: str, only: str | None = 
                                                          "assignment": f"{namespace}/{metadata.get('name')}",
                                                          "error": str(err)[:200]})
         finally:
-            await sync.redis.delete(f"userland:lti-grades-lock:{namespace}/{metadata.get('name')}")
+            await sync.redis.delete(lock)
     return passed
 
 

@@ -46,7 +46,9 @@ LTI launches (auth, in the gateway process; auth/lti_store.py):
   honours it for the login it names.
 - `lti_sync_key`: a course's last LMS roster sync (web/lti_sync.py): JSON `{time, actor, ok,
   summary, error, changes, skipped}`; no TTL (one per course). `lti_sync_lock_key`: one web UI
-  replica syncs a course at a time. String "1", SET NX; EX the sync interval (or 120 s).
+  replica syncs a course at a time. String "1", SET NX; EX the sync interval.
+- `lti_grades_lock_key`: one grade passback pass of an Assignment at a time (web/lti_grades.py).
+  String "1", SET NX; EX 50 s, deleted when the pass ends.
 - `INVALIDATION_CHANNEL`: the digest of every cleared platform or origin session (sign-out, a
   help grant that ended). Published by auth and by the grant store's `end`; every gateway
   replica listens (proxy/session_cache.py) to drop it from its cache and close its connections.
@@ -106,6 +108,7 @@ LTI_SUBJECT_PREFIX = "userland:lti-subject:"
 LTI_COURSE_PREFIX = "userland:lti-course:"
 LTI_SYNC_PREFIX = "userland:lti-sync:"
 LTI_SYNC_LOCK_PREFIX = "userland:lti-sync-lock:"
+LTI_GRADES_LOCK_PREFIX = "userland:lti-grades-lock:"
 # Both session prefixes end in "session:"; one SCAN walk counts both kinds.
 SESSIONS_PATTERN = "userland:*session:*"
 
@@ -210,6 +213,11 @@ def lti_sync_key(namespace: str) -> str:
 
 def lti_sync_lock_key(namespace: str) -> str:
     return LTI_SYNC_LOCK_PREFIX + namespace
+
+
+def lti_grades_lock_key(namespace: str, assignment: str) -> str:
+    """One grade passback pass of an Assignment at a time (web/lti_grades.py)."""
+    return f"{LTI_GRADES_LOCK_PREFIX}{namespace}/{assignment}"
 
 
 def login_rate_key(minute: int, address: str) -> str:

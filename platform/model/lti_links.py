@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-ANNOTATION_LINKS = "userland.dev/lti-links"
-ANNOTATION_LTI_INSTRUCTORS = "userland.dev/lti-instructors"
-ANNOTATION_LTI_ASSISTANTS = "userland.dev/lti-assistants"
+from userland.platform.model import naming
+
+ANNOTATION_LINKS = naming.ANNOTATION_LTI_LINKS
+ANNOTATION_LTI_INSTRUCTORS = naming.ANNOTATION_LTI_INSTRUCTORS
+ANNOTATION_LTI_ASSISTANTS = naming.ANNOTATION_LTI_ASSISTANTS
 MAX_LINKS = 50
 MAX_FIELD = 2048
 

@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from userland.platform.model import naming
 from userland.platform.model.assignments import Grade as AssignmentGrade
 from userland.platform.model.lti_services_grades import Grade
 from userland.platform.model.lti_services_passback import Passback
 from userland.platform.model.models import parse_time
 from userland.platform.model.objects import rfc3339
 
-ANNOTATION_LINE_ITEM = "userland.dev/lti-line-item"
+ANNOTATION_LINE_ITEM = naming.ANNOTATION_LTI_LINE_ITEM
 _NUMBER = r"\d+(?:[.,]\d+)?"
 _POINTS = re.compile(rf"^({_NUMBER})\s*(?:(/)\s*({_NUMBER})|(%))?$")
 
