@@ -62,11 +62,14 @@ CAN_I = [
     ("update", "userlands.userland.dev", "", "course", False),  # merge patches are enough
     ("patch", "userlands.userland.dev", "status", "course", False),
     ("deletecollection", "userlands.userland.dev", "", "course", False),
-    # Assignments: staff create and act on them; the operator's status is not the web UI's to write.
+    # Assignments: staff create and act on them. The status is the operator's, but for status.lti
+    # (the LMS grade passback, web/lti_grades.py): the web UI may patch the status subresource,
+    # and writes that one field only (in code; docs/decisions.md).
     ("create", "assignments.userland.dev", "", "course", True),
     ("patch", "assignments.userland.dev", "", "course", True),
     ("delete", "assignments.userland.dev", "", "course", True),
-    ("patch", "assignments.userland.dev", "status", "course", False),
+    ("patch", "assignments.userland.dev", "status", "course", True),
+    ("update", "assignments.userland.dev", "status", "course", False),
     ("list", "assignments.userland.dev", "", "plain", False),
     ("list", "templates.userland.dev", "", "course", True),
     ("create", "templates.userland.dev", "", "course", False),
