@@ -257,3 +257,38 @@ async def test_the_linking_pages_speak_plainly(flow: LtiFlow, web_ui: Client, co
     body = text.split("<body", 1)[1]
     _no_jargon(re.sub(r"<[^>]+>", " ", body))
 
+
+
+NRPS = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+
+
+def with_services(version: int) -> Callable[[dict[str, object]], dict[str, object]]:
+    """The launch's roster and gradebook claims, as an LMS with NRPS and AGS sends them."""
+    def tamper(claims: dict[str, object]) -> dict[str, object]:
+        return {**claims,
+                NRPS: {"context_memberships_url": f"http://lms.test/v{version}/c1/members",
+                       "service_versions": ["2.0"]},
+                AGS: {"lineitems": f"http://lms.test/v{version}/c1/lineitems",
+                      "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"]}}
+    return tamper
+
+
+async def test_the_link_keeps_the_roster_and_gradebook_urls_the_launch_carried(
+    flow: LtiFlow, web_ui: Client, kube: KubeClient, course: str
+) -> None:
+    spec = person("t-1", "teacher@uni.example.edu", INSTRUCTOR)
+    location = await launch_to_web(flow, LaunchSpec(**{**spec.__dict__, "tamper": with_services(1)}))
+    csrf, choice = await link(web_ui, location, "teacher", course)
+    await web_ui.post("/lms/course", data={"csrf": csrf, "launch": location.split("=", 1)[1],
+                                           "choice": choice}, headers=signed("teacher"))
+    (entry,) = json.loads((await annotations(kube, course))[ANNOTATION_LINKS])
+    assert (entry["memberships"], entry["lineitems"]) == ("http://lms.test/v1/c1/members",
+                                                         "http://lms.test/v1/c1/lineitems")
+    # A later staff launch carrying new service URLs updates them; the chosen Template stays.
+    spec = person("a-1", "tim@uni.example.edu", TEACHING_ASSISTANT)
+    location = await launch_to_web(flow, LaunchSpec(**{**spec.__dict__, "tamper": with_services(2)}))
+    resp = await web_ui.get(location, headers=signed("tim"), allow_redirects=False)
+    assert resp.status == 303
+    (entry,) = json.loads((await annotations(kube, course))[ANNOTATION_LINKS])
+    assert (entry["memberships"], entry["template"]) == ("http://lms.test/v2/c1/members", "lab")
