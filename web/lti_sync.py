@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import redis.asyncio
 
-from userland.platform.clients.kube import NAMESPACES, KubeClient, KubeError, Resource
+from userland.platform.clients.kube import NAMESPACES, Conflict, KubeClient, KubeError, Resource
 from userland.platform.clients.lti_keys import read_keys
 from userland.platform.clients.lti_services_sync import LinkedContext, plan_course_sync
 from userland.platform.clients.lti_services_token import TokenClient
@@ -36,7 +36,7 @@ from userland.platform.model import naming
 from userland.platform.model.keyspace import lti_sync_key, lti_sync_lock_key
 from userland.platform.model.lti import PLURAL, InvalidRegistration, LtiRegistration
 from userland.platform.model.lti_keys import signing_key
-from userland.platform.model.lti_links import LmsLink, course_links
+from userland.platform.model.lti_links import LmsLink, course_links, staff_sync_patch
 from userland.platform.model.lti_services_keys import ToolKey
 from userland.platform.model.lti_services_roster import RosterError
 from userland.platform.model.lti_services_roster_diff import Policy, SyncPlan
@@ -116,7 +116,30 @@ class RosterSync:
                                            actor=f"lms-roster-sync ({actor})")
                 plans.append(planned.plan)
                 rows += [(r.login, r.outcome, r.detail) for r in results]
+        rows += await self._staff(namespace, plans)
         return record(plans, rows, actor=actor, now=now)
+
+    async def _staff(self, namespace: str, plans: list[SyncPlan]) -> list[tuple[str, str, str]]:
+        """The LMS staff lists follow the rosters (hand-written staff are never touched)."""
+        staff_set = [pair for plan in plans for pair in plan.staff_set]
+        staff_drop = sorted({login for plan in plans for login in plan.staff_drop}
+                            - {login for login, _ in staff_set})
+        if not staff_set and not staff_drop:
+            return []
+        for attempt in range(5):
+            obj = await self.kube.get(NAMESPACES, None, namespace)
+            patch = staff_sync_patch(obj["metadata"].get("annotations") or {}, staff_set, staff_drop)
+            if not patch:
+                return []
+            try:
+                await self.kube.merge_patch(NAMESPACES, None, namespace, {"metadata": {
+                    "resourceVersion": obj["metadata"]["resourceVersion"], "annotations": patch}})
+                break
+            except Conflict:
+                if attempt == 4:
+                    raise
+        return ([(login, f"staff-{role}", "") for login, role in staff_set]
+                + [(login, "staff-left", "") for login in staff_drop])
 
     async def registrations(self) -> dict[str, LtiRegistration]:
         found: dict[str, LtiRegistration] = {}

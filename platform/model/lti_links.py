@@ -116,7 +116,7 @@ def linked_courses(namespaces: Iterable[Mapping[str, Any]], registration: str,
     return sorted(found, key=lambda pair: pair[0])
 
 
-def _entries(text: object) -> list[str]:
+def entries(text: object) -> list[str]:
     if not isinstance(text, str):
         return []
     return [e.strip().lower() for e in text.replace("\n", ",").split(",") if e.strip()]
@@ -130,10 +130,10 @@ def staff_patch(annotations: Mapping[str, Any], login: str, role: StaffRole) -> 
     mine, other = ((ANNOTATION_LTI_INSTRUCTORS, ANNOTATION_LTI_ASSISTANTS) if role == "instructor"
                    else (ANNOTATION_LTI_ASSISTANTS, ANNOTATION_LTI_INSTRUCTORS))
     patch: dict[str, str] = {}
-    have = _entries(annotations.get(mine))
+    have = entries(annotations.get(mine))
     if login not in have:
         patch[mine] = ",".join([*have, login])
-    others = _entries(annotations.get(other))
+    others = entries(annotations.get(other))
     if login in others:
         patch[other] = ",".join(e for e in others if e != login)
     return patch
@@ -142,3 +142,22 @@ def staff_patch(annotations: Mapping[str, Any], login: str, role: StaffRole) -> 
 def staff_role(lti_role: str | None) -> StaffRole | None:
     """The staff role a launch's course role gives (auth/rules/lti_identity.py course_role)."""
     return lti_role if lti_role in ("instructor", "assistant") else None  # type: ignore[return-value]
+
+
+def staff_sync_patch(annotations: Mapping[str, Any], staff_set: Iterable[tuple[str, str]],
+                     staff_drop: Iterable[str]) -> dict[str, str]:
+    """The LMS staff lists after a roster sync: who joined or changed role, who left (only the
+    lists the LMS writes; empty: nothing to change)."""
+    lists = {ANNOTATION_LTI_INSTRUCTORS: entries(annotations.get(ANNOTATION_LTI_INSTRUCTORS)),
+             ANNOTATION_LTI_ASSISTANTS: entries(annotations.get(ANNOTATION_LTI_ASSISTANTS))}
+    before = {k: list(v) for k, v in lists.items()}
+    for login, role in staff_set:
+        if role not in ("instructor", "assistant"):
+            continue
+        current = {**annotations, **{k: ",".join(v) for k, v in lists.items()}}
+        for key, value in staff_patch(current, login, role).items():  # type: ignore[arg-type]
+            lists[key] = entries(value)
+    for login in staff_drop:
+        for key in lists:
+            lists[key] = [e for e in lists[key] if e != login.lower()]
+    return {k: ",".join(v) for k, v in lists.items() if v != before[k]}

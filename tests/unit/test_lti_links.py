@@ -122,3 +122,13 @@ def test_a_launch_record_is_read_strictly() -> None:
     assert LaunchCourse.parse({**good, "login": 5}) is None
     assert LaunchCourse.parse({**good, "context": ""}) is None
     assert LaunchCourse.parse("x") is None
+
+
+def test_a_roster_sync_changes_only_the_lms_staff_lists() -> None:
+    from userland.platform.model.lti_links import staff_sync_patch
+    notes = {ANNOTATION_LTI_INSTRUCTORS: "prof", ANNOTATION_LTI_ASSISTANTS: "tam",
+             "userland.dev/instructors": "teacher"}
+    assert staff_sync_patch(notes, [("tam", "instructor")], ["prof"]) == {
+        ANNOTATION_LTI_INSTRUCTORS: "tam", ANNOTATION_LTI_ASSISTANTS: ""}
+    assert staff_sync_patch(notes, [("prof", "instructor")], []) == {}
+    assert staff_sync_patch(notes, [], ["teacher"]) == {}  # hand-written: never in a patch

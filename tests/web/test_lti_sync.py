@@ -245,3 +245,25 @@ async def test_the_schedule_syncs_every_linked_course_once_per_interval(
     assert not await other.claim(course, 60)
     await conn.aclose()
     assert Settings().lti_sync_minutes == 15
+
+
+async def test_the_lms_staff_lists_follow_the_roster_and_hand_written_staff_stay(
+    lms: LtiServicesPlatform, course: str, kube: KubeClient, web_factory: WebFactory
+) -> None:
+    instructor, assistant = f"{LIS}#Instructor", f"{LIS}#TeachingAssistant"
+    lms.rosters["c1"] = [member("s0"), member("prof", instructor), member("tam", assistant)]
+    web_ui = await web_factory(minutes=0)
+    await sync_as(web_ui, course, "teacher")
+    notes = (await kube.get(NAMESPACES, None, course))["metadata"]["annotations"]
+    assert notes["userland.dev/lti-instructors"] == "prof" and notes["userland.dev/lti-assistants"] == "tam"
+    assert (await web_ui.get(f"/courses/{course}", headers=signed("prof"))).status == 200
+    # tam becomes an instructor in the LMS, prof leaves it: the lists follow.
+    lms.rosters["c1"] = [member("s0"), member("tam", instructor)]
+    await sync_as(web_ui, course, "teacher")
+    notes = (await kube.get(NAMESPACES, None, course))["metadata"]["annotations"]
+    assert notes["userland.dev/lti-instructors"] == "tam" and notes["userland.dev/lti-assistants"] == ""
+    assert notes["userland.dev/instructors"] == "teacher" and notes["userland.dev/assistants"] == "ta1"
+    page = text_of(await (await web_ui.get(f"/courses/{course}", headers=signed("teacher"))).text())
+    assert "prof : no longer on this course's staff" in page.replace("&#39;", "'")
+    assert (await web_ui.get(f"/courses/{course}", headers=signed("prof"))).status == 404
+    assert set(await students(kube, course)) == {"s0"}  # staff get no environment

@@ -24,6 +24,9 @@ CHANGE_WORDS = {
     "removed": "removed after their days suspended",
     "error": "not changed",
     "missing": "not changed",
+    "staff-instructor": "an instructor of this course, as in the LMS",
+    "staff-assistant": "an assistant of this course, as in the LMS",
+    "staff-left": "no longer on this course's staff: the LMS course no longer lists them as staff",
 }
 MAX_LISTED = 200  # changes and skips kept for the dashboard (the summary counts them all)
 SCHEDULE = "schedule"
