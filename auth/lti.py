@@ -272,6 +272,9 @@ async def launch(request: web.Request) -> web.StreamResponse:
         )
     proven = _cookie_proves(request, state, pending)
     landing = _landing(lti, checked, registration, auth_context(request).proto)
+    if landing.course_page:
+        course = await lti.store.remember_course(_course_payload(checked, registration, login_name))
+        landing = Landing(f"{COURSE_PAGE}?" + urlencode({"launch": course}))
     ticket = await lti.store.issue_ticket(
         {
             "login": login_name,
@@ -320,20 +323,51 @@ async def launch(request: web.Request) -> web.StreamResponse:
     return response
 
 
+# The web UI's page that links an LMS course to a Userland course and gives LMS staff their
+# course role (web/lti_link.py).
+COURSE_PAGE = "/lms/course"
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+
+
 @dataclass(frozen=True)
 class Landing:
     next_url: str
     environment: list[str] | None = None  # [namespace, template, host] to make for a Learner
+    course_page: bool = False  # staff of an LMS course: the web UI's course page
+
+
+def _claim_url(claims: Any, claim: str, key: str) -> str:
+    value = claims.get(claim)
+    url = value.get(key) if isinstance(value, dict) else None
+    return url[:2048] if isinstance(url, str) else ""
+
+
+def _course_payload(launch: Launch, registration: LtiRegistration, login_name: str) -> dict[str, str]:
+    """What the web UI's course page needs of the launch (platform/model/keyspace.py lti_course_key)."""
+    return {
+        "login": login_name,
+        "registration": registration.name,
+        "context": launch.context_id,
+        "title": launch.context_title[:200],
+        "role": lti_identity.course_role(launch.roles) or "",
+        "memberships": _claim_url(launch.claims, NRPS_CLAIM, "context_memberships_url"),
+        "lineitems": _claim_url(launch.claims, AGS_CLAIM, "lineitems"),
+    }
 
 
 def _landing(lti: LtiContext, launch: Launch, registration: LtiRegistration, proto: str) -> Landing:
     """Where the launch goes: a Learner of a context linked to one Template, their own
-    environment of it; anyone else the platform's home page (which lists what they have). The
-    roles count for the launch's own context only: it selects the Template."""
+    environment of it; an Instructor or TeachingAssistant the web UI's course page (link the
+    LMS course, or take their role in the course it is linked to); anyone else the platform's
+    home page (which lists what they have). The roles count for the launch's own context only:
+    it selects the Template, or the course."""
     if launch.deep_linking or not launch.context_id:
         return Landing("/")
-    targets = lti.targets(registration.name, launch.context_id)
     role = lti_identity.course_role(launch.roles)
+    if role in ("instructor", "assistant"):
+        return Landing("/", course_page=True)
+    targets = lti.targets(registration.name, launch.context_id)
     if role != "student" or len(targets) != 1:
         return Landing("/")
     target = targets[0]

@@ -19,8 +19,10 @@ from aiohttp import web
 from userland.auth import lti_pages
 from userland.auth.lti_registry import KeySets, Registrations
 from userland.auth.lti_store import LtiStore
-from userland.platform.clients.kube import KubeClient, KubeError
+from userland.platform.clients.informer import Informer
+from userland.platform.clients.kube import NAMESPACES, KubeClient, KubeError
 from userland.platform.clients.lti_keys import ensure_keys, read_keys
+from userland.platform.model import naming
 from userland.platform.model.keyspace import digest
 from userland.platform.model.lti_keys import ToolKey
 from userland.platform.model.settings import Settings
@@ -73,6 +75,8 @@ class LtiContext:
     targets: Callable[[str, str], list[LtiTarget]] = _no_targets
     ensure_environment: Callable[[LtiTarget, str], Awaitable[bool]] = _no_environment
     registrations: Registrations | None = None
+    # The course namespaces (their LMS links, platform/model/lti_links.py), watched in run().
+    courses: Informer | None = None
     key_sets: KeySets | None = None
     tool_keys: list[ToolKey] = field(default_factory=list)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -86,6 +90,9 @@ class LtiContext:
             self.key_sets = KeySets(http)
             self.registrations = Registrations(kube, namespace, self.key_sets)
             watch = asyncio.create_task(self.registrations.run())
+            self.courses = Informer(kube, NAMESPACES, label_selector=f"{naming.LABEL_COURSE}=true",
+                                    transform=_trim_namespace)
+            courses = asyncio.create_task(self.courses.run())
             try:
                 while not self.tool_keys:
                     try:
@@ -97,6 +104,7 @@ class LtiContext:
                         )
                         await asyncio.sleep(5)
                 await self.registrations.informer.wait_synced()
+                await self.courses.wait_synced()
                 self.ready.set()
                 log.info(
                     "LTI ready",
@@ -111,9 +119,18 @@ class LtiContext:
                     with contextlib.suppress(KubeError):
                         self.tool_keys = await read_keys(kube, namespace) or self.tool_keys
             finally:
-                watch.cancel()
-                with contextlib.suppress(BaseException):
-                    await watch
+                for task in (watch, courses):
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+
+
+def _trim_namespace(obj: dict[str, object]) -> dict[str, object]:
+    """Only what landing reads of a course namespace: its name and annotations."""
+    metadata = obj.get("metadata")
+    md = metadata if isinstance(metadata, dict) else {}
+    return {"metadata": {k: md[k] for k in ("name", "resourceVersion", "annotations", "deletionTimestamp")
+                         if k in md}}
 
 
 LTI = web.AppKey("userland_lti", LtiContext)

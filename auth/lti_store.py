@@ -24,6 +24,7 @@ from userland.platform.clients.sessions import store_error
 from userland.platform.model.keyspace import (
     digest,
     login_binding_key,
+    lti_course_key,
     lti_nonce_key,
     lti_state_key,
     lti_subject_key,
@@ -32,6 +33,7 @@ from userland.platform.model.keyspace import (
 
 STATE_TTL_SECONDS = 600
 TICKET_TTL_SECONDS = 120
+COURSE_TTL_SECONDS = 1800
 _MAX_RECORD = 16 * 1024
 
 
@@ -121,6 +123,15 @@ class LtiStore:
         except redis.exceptions.RedisError as exc:
             raise store_error(exc) from exc
         return ticket
+
+    async def remember_course(self, payload: dict[str, Any]) -> str:
+        """A launch's LMS course for the web UI's course linking; the id goes in its URL."""
+        launch = secrets.token_urlsafe(24)
+        try:
+            await self._redis.set(lti_course_key(launch), json.dumps(payload), ex=COURSE_TTL_SECONDS)
+        except redis.exceptions.RedisError as exc:
+            raise store_error(exc) from exc
+        return launch
 
     async def redeem_ticket(self, ticket: str) -> dict[str, Any] | None:
         if not ticket or len(ticket) > 256:

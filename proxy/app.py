@@ -164,7 +164,10 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     def lti_setup(lti: LtiContext) -> None:
         def targets(registration: str, context: str) -> list[LtiTarget]:
             gateway = holder.get("gateway")
-            return [] if gateway is None else linked_targets(gateway.routes, registration, context)
+            if gateway is None:
+                return []
+            courses = lti.courses.items() if lti.courses is not None else ()
+            return linked_targets(gateway.routes, registration, context, courses)
 
         async def environment(target: LtiTarget, login: str) -> bool:
             gateway = holder.get("gateway")

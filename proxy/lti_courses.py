@@ -10,6 +10,7 @@ visit); a suspended one stays suspended. auth/lti.py calls these through `LtiCon
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from userland.auth.lti_context import LtiTarget
@@ -17,14 +18,23 @@ from userland.platform.clients.kube import USERLANDS, AlreadyExists, KubeClient,
 from userland.platform.model import naming
 from userland.platform.model.bodies import userland_body
 from userland.platform.model.lti import linked_contexts
+from userland.platform.model.lti_links import linked_courses
 from userland.proxy.routes_cache import RoutingCache
 
 log = logging.getLogger(__name__)
 
 
-def linked_targets(routes: RoutingCache, registration: str, context: str) -> list[LtiTarget]:
-    """The host-routed Templates linked to `context` of the LtiRegistration `registration`."""
+def linked_targets(routes: RoutingCache, registration: str, context: str,
+                   courses: Iterable[Mapping[str, Any]] = ()) -> list[LtiTarget]:
+    """The host-routed Templates linked to `context` of the LtiRegistration `registration`: by
+    the Template's `userland.dev/lti-contexts` annotation (an admin's), or by the course's
+    `userland.dev/lti-links` (an instructor's choice, platform/model/lti_links.py)."""
     found = []
+    for namespace, link in linked_courses(courses, registration, context):
+        obj = routes.templates.get(namespace, link.template)
+        host = (((obj or {}).get("spec") or {}).get("routing") or {}).get("host")
+        if isinstance(host, str) and host:
+            found.append(LtiTarget(namespace=namespace, template=link.template, host=host.lower()))
     for obj in routes.templates.items():
         metadata: dict[str, Any] = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
@@ -39,7 +49,7 @@ def linked_targets(routes: RoutingCache, registration: str, context: str) -> lis
                     host=host.lower(),
                 )
             )
-    return sorted(found, key=lambda t: (t.namespace, t.template))
+    return sorted(set(found), key=lambda t: (t.namespace, t.template))
 
 
 async def ensure_environment(routes: RoutingCache, kube: KubeClient, target: LtiTarget, login: str) -> bool:

@@ -37,6 +37,8 @@ from userland.web import render
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
 from userland.web.help_monitor import HelpMonitor
+from userland.web.lti_link import setup_lti_link_routes
+from userland.web.lti_sync import RosterSync
 from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
 from userland.web.routes_actions import setup_action_routes
 from userland.web.routes_admin import setup_admin_routes
@@ -46,6 +48,7 @@ from userland.web.routes_audit import AUDIT, setup_audit_routes
 from userland.web.routes_course import setup_course_routes
 from userland.web.routes_grading import setup_grading_routes
 from userland.web.routes_help import setup_help_routes
+from userland.web.routes_lti_sync import LTI_SYNC, setup_lti_sync_routes
 from userland.web.routes_me import setup_me_routes
 from userland.web.rules import security
 from userland.web.rules.courses import course_role
@@ -260,6 +263,8 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_assignment_action_routes(app)
     setup_grading_routes(app)
     setup_help_routes(app)
+    setup_lti_link_routes(app)
+    setup_lti_sync_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         client = kube or await KubeClient.connect(kubeconfig)
@@ -282,9 +287,18 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
                             "web") if settings.store_secret else None
         if store is not None:
             ctx.extras[STORE] = store
+        # The LMS roster sync (web/lti_sync.py), when LTI is on.
+        roster_sync = None
+        if settings.lti_namespace:
+            roster_sync = RosterSync(client, redis_conn, settings.lti_namespace, audit=ctx.extras[AUDIT],
+                                     interval_minutes=settings.lti_sync_minutes)
+            ctx.extras[LTI_SYNC] = roster_sync
+            roster_sync.start()
         try:
             yield
         finally:
+            if roster_sync is not None:
+                await roster_sync.stop()
             await monitor.stop()
             if store is not None:
                 await store.close()

@@ -13,8 +13,7 @@ a first sync's writes); the Redis audit entry is the caller's, as for the staff 
   kept); restore: resumed, both annotations removed;
 - remove: the Userland deleted (the policy "remove after N days").
 
-Not applied yet: the plan's staff changes and the periodic or on-demand sync that calls this
-(docs/lti-services.md, "Not wired yet").
+The plan's staff changes are applied by the sync (web/lti_sync.py) to the LMS staff lists.
 """
 
 from __future__ import annotations
@@ -34,11 +33,11 @@ from userland.platform.clients.kube import (
 )
 from userland.platform.model import naming
 from userland.platform.model.bodies import userland_body
+from userland.platform.model.lti_links import entries
 from userland.platform.model.lti_services_roster_diff import Course, NewStudent, SyncPlan
 from userland.platform.model.objects import rfc3339
 from userland.web.actions import RowResult, summarize
 from userland.web.audit import record_event
-from userland.web.rules.courses import Course as CourseInfo
 from userland.web.rules.lti_roster import SUSPENDED_BY_LMS, course_state, person_value
 
 log = logging.getLogger("userland.web.lti_roster")
@@ -46,9 +45,13 @@ ACTOR = "lms-roster-sync"
 
 
 async def read_course(kube: KubeClient, namespace: str, template: str) -> Course:
-    info = CourseInfo.from_namespace(await kube.get(NAMESPACES, None, namespace))
+    annotations = (await kube.get(NAMESPACES, None, namespace))["metadata"].get("annotations") or {}
     userlands = (await kube.list(USERLANDS, namespace))["items"]
-    return course_state(userlands, template, instructors=info.instructors, assistants=info.assistants)
+    return course_state(userlands, template,
+                        instructors=entries(annotations.get(naming.ANNOTATION_INSTRUCTORS)),
+                        assistants=entries(annotations.get(naming.ANNOTATION_ASSISTANTS)),
+                        lms_instructors=entries(annotations.get(naming.ANNOTATION_LTI_INSTRUCTORS)),
+                        lms_assistants=entries(annotations.get(naming.ANNOTATION_LTI_ASSISTANTS)))
 
 
 def _name(template: str, login: str) -> str:

@@ -35,6 +35,7 @@ from userland.web.context import identity_of, web_context
 from userland.web.routes_assignments import STORE, assignment_or_404, templates_of
 from userland.web.routes_audit import record_action
 from userland.web.routes_course import course_watch
+from userland.web.routes_lti_sync import pass_back_soon
 from userland.web.rules import assignments as views
 from userland.web.rules import security
 from userland.web.rules.courses import Course, may
@@ -100,6 +101,7 @@ async def action(request: web.Request) -> web.StreamResponse:
     elif chosen == "return":
         await _patch(request, course, name, {**_annotate(naming.ANNOTATION_FEEDBACK_AT),
                                              "spec": {"returnFeedback": True}})
+        pass_back_soon(request, course.namespace, name)
         result = "returning feedback"
     elif chosen == "regrade":
         # Every copy graded again, with the tests fetched again (docs/grading.md).
@@ -162,6 +164,7 @@ async def grade(request: web.Request) -> web.StreamResponse:
     value = {"grade": given, "comment": comment} if given or comment else None
     outcome = f"grade {given!r}" if given else "grade cleared" if value is None else "comment saved"
     await _patch(request, course, name, {"spec": {"grades": {login: value}}})
+    pass_back_soon(request, course.namespace, name)  # sent only once returned
     await record_action(request, course, role, "assignment_grade", [f"{login} ({obj['spec'].get('title')})"],
                         outcome)
     raise _back(course, name, "graded", login)

@@ -32,7 +32,7 @@ from userland.web.routes_course import (
     stream_quota,
 )
 from userland.web.rules import assignments as views
-from userland.web.rules import security
+from userland.web.rules import lti_grades, security
 from userland.web.rules.courses import Course, CourseRole, course_role, may
 from userland.web.rules.grading import BAR_WIDTH, score_histogram
 from userland.web.state import CourseWatch, assignments_channel
@@ -241,7 +241,7 @@ def _detail_context(course: Course, role: CourseRole, obj: JSON, watch: CourseWa
             "problems": status.get("problems") or [], "size_words": size_words,
             # The grader's scores, ten ranges (docs/grading.md, "In the web UI").
             "histogram": score_histogram(status.get("students"), _max_score(status)),
-            "histogram_width": BAR_WIDTH}
+            "histogram_width": BAR_WIDTH, "lms_counts": lti_grades.summary(status)}
 
 
 def _max_score(status: JSON) -> float | None:

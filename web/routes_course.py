@@ -24,6 +24,7 @@ from userland.web.context import WEB, WebContext, identity_of, web_context
 from userland.web.help_card import queue_view, render_card
 from userland.web.help_monitor import HELP_KEY
 from userland.web.notifier import UserQuota
+from userland.web.routes_lti_sync import lms_sync_view
 from userland.web.rules import dashboard, security
 from userland.web.rules import help as help_view
 from userland.web.rules.courses import Action, Course, CourseRole, course_role, may, may_open_unasked
@@ -124,6 +125,7 @@ async def dashboard_page(request: web.Request) -> web.Response:
                     phase_words=dashboard.PHASE_WORDS, badge_class=dashboard.badge_class,
                     degraded=watch.status == "degraded",
                     lectures=dashboard.lecture_lines(watch.template_objects()),
+                    lms=await lms_sync_view(request, namespace),
                     nav_courses=True, **_row_context(ctx, course, role, now))
 
 

@@ -40,6 +40,15 @@ LTI launches (auth, in the gateway process; auth/lti_store.py):
   Storage proof). String, JSON; EX 120 s. Taken (GETDEL) by `/lti/continue`.
 - `lti_subject_key`: the login an LMS user (issuer, sub) is bound to. Hash `{login, bound_at}`;
   no TTL.
+- `lti_course_key`: what a checked launch from an LMS course tells the web UI's course linking
+  (web/lti_link.py): JSON `{login, registration, context, title, role, memberships, lineitems}`;
+  EX 1800 s. Written by `/lti/launch` (auth/lti_store.py), read by the web UI, which only
+  honours it for the login it names.
+- `lti_sync_key`: a course's last LMS roster sync (web/lti_sync.py): JSON `{time, actor, ok,
+  summary, error, changes, skipped}`; no TTL (one per course). `lti_sync_lock_key`: one web UI
+  replica syncs a course at a time. String "1", SET NX; EX the sync interval.
+- `lti_grades_lock_key`: one grade passback pass of an Assignment at a time (web/lti_grades.py).
+  String "1", SET NX; EX 50 s, deleted when the pass ends.
 - `INVALIDATION_CHANNEL`: the digest of every cleared platform or origin session (sign-out, a
   help grant that ended). Published by auth and by the grant store's `end`; every gateway
   replica listens (proxy/session_cache.py) to drop it from its cache and close its connections.
@@ -96,6 +105,10 @@ LTI_STATE_PREFIX = "userland:lti-state:"
 LTI_NONCE_PREFIX = "userland:lti-nonce:"
 LTI_TICKET_PREFIX = "userland:lti-ticket:"
 LTI_SUBJECT_PREFIX = "userland:lti-subject:"
+LTI_COURSE_PREFIX = "userland:lti-course:"
+LTI_SYNC_PREFIX = "userland:lti-sync:"
+LTI_SYNC_LOCK_PREFIX = "userland:lti-sync-lock:"
+LTI_GRADES_LOCK_PREFIX = "userland:lti-grades-lock:"
 # Both session prefixes end in "session:"; one SCAN walk counts both kinds.
 SESSIONS_PATTERN = "userland:*session:*"
 
@@ -187,6 +200,25 @@ def lti_ticket_key(ticket: str) -> str:
 def lti_subject_key(subject_digest: str) -> str:
     """The LMS user whose (issuer, sub) has this digest (auth/rules/lti_identity.py)."""
     return LTI_SUBJECT_PREFIX + subject_digest
+
+
+def lti_course_key(launch: str) -> str:
+    """A checked launch's LMS course, for the web UI's course linking (web/lti_link.py)."""
+    return LTI_COURSE_PREFIX + digest(launch)
+
+
+def lti_sync_key(namespace: str) -> str:
+    """A course's last LMS roster sync (web/lti_sync.py)."""
+    return LTI_SYNC_PREFIX + namespace
+
+
+def lti_sync_lock_key(namespace: str) -> str:
+    return LTI_SYNC_LOCK_PREFIX + namespace
+
+
+def lti_grades_lock_key(namespace: str, assignment: str) -> str:
+    """One grade passback pass of an Assignment at a time (web/lti_grades.py)."""
+    return f"{LTI_GRADES_LOCK_PREFIX}{namespace}/{assignment}"
 
 
 def login_rate_key(minute: int, address: str) -> str:

@@ -157,6 +157,7 @@ def _logins(
     used = set(course.taken) | set(course.bindings.values()) | set(course.students) | set(course.staff)
     new: list[tuple[Person, str]] = []
     skipped: list[Skip] = []
+    reused: set[str] = set()
     for key in sorted(k for k in people if k not in logins):
         person = people[key]
         if person.role is None or not person.active:
@@ -166,6 +167,13 @@ def _logins(
             skipped.append(Skip(person.member.display, f"Not added: {why}."))
             continue
         login, n = base, 1
+        # Staff bindings are not stored: a staff member the LMS made keeps their login while the
+        # LMS keeps them on staff (a role change does not rename them).
+        lms_staff = course.staff.get(base, ("", False))[1]
+        if person.role in ("instructor", "assistant") and lms_staff and base not in reused:
+            reused.add(base)
+            logins[key] = base
+            continue
         while login in used:
             n += 1
             suffix = f"-{n}"

@@ -103,6 +103,12 @@ ROSTER_DETAILS = {"name": ANNOTATION_STUDENT_NAME, "email": ANNOTATION_STUDENT_E
 # `<LtiRegistration name>:<context id>` entries, comma-separated (docs/lti.md). A Learner
 # launched from one lands in their own environment of this Template.
 ANNOTATION_LTI_CONTEXTS = "userland.dev/lti-contexts"
+# A course namespace's LMS links and the staff the LMS made (platform/model/lti_links.py), and an
+# Assignment's LMS gradebook column (web/rules/lti_grades.py).
+ANNOTATION_LTI_LINKS = "userland.dev/lti-links"
+ANNOTATION_LTI_INSTRUCTORS = "userland.dev/lti-instructors"
+ANNOTATION_LTI_ASSISTANTS = "userland.dev/lti-assistants"
+ANNOTATION_LTI_LINE_ITEM = "userland.dev/lti-line-item"
 # On an audit Event: the signed-in person who acted (the Event's source is the web UI).
 ANNOTATION_ACTOR = "userland.dev/actor"
 # On an example Template of `make run`: the digest of its spec as last written there

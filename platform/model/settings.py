@@ -126,6 +126,10 @@ class Settings:
         "", text,
         "The namespace of the LMS registrations (`LtiRegistration`) and the tool's key Secret "
         "`userland-lti-keys`; empty: LTI is off (no `/lti/` pages).")
+    lti_sync_minutes: int = setting(
+        15, whole(0),
+        "How often the web UI syncs every LMS-linked course's roster, in minutes (0: only when "
+        "staff press \"Sync roster now\").")
     # --- how the gateway reaches things ---
     # How the gateway reaches a student's Service: its ClusterIP from the watch (no DNS lookup
     # per connection, works without cluster DNS), its DNS name, or the local runner's address.

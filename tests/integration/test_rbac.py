@@ -136,6 +136,7 @@ GRANTS = {
         # patch: userland.dev/last-activity, for sleeping and waking (proxy/activity.py).
         "userlands.userland.dev": READ | {"create", "patch"}, "templates.userland.dev": READ,
         "services": READ,
+        "namespaces": READ,  # the courses' LMS links: where an LMS launch lands (proxy/lti_courses.py)
     },
     ("operator", CLASSROOM): {
         "userlands.userland.dev": READ | {"patch", "update"},

@@ -62,11 +62,14 @@ CAN_I = [
     ("update", "userlands.userland.dev", "", "course", False),  # merge patches are enough
     ("patch", "userlands.userland.dev", "status", "course", False),
     ("deletecollection", "userlands.userland.dev", "", "course", False),
-    # Assignments: staff create and act on them; the operator's status is not the web UI's to write.
+    # Assignments: staff create and act on them. The status is the operator's, but for status.lti
+    # (the LMS grade passback, web/lti_grades.py): the web UI may patch the status subresource,
+    # and writes that one field only (in code; docs/decisions.md).
     ("create", "assignments.userland.dev", "", "course", True),
     ("patch", "assignments.userland.dev", "", "course", True),
     ("delete", "assignments.userland.dev", "", "course", True),
-    ("patch", "assignments.userland.dev", "status", "course", False),
+    ("patch", "assignments.userland.dev", "status", "course", True),
+    ("update", "assignments.userland.dev", "status", "course", False),
     ("list", "assignments.userland.dev", "", "plain", False),
     ("list", "templates.userland.dev", "", "course", True),
     ("create", "templates.userland.dev", "", "course", False),
@@ -152,8 +155,10 @@ def test_everything_granted_in_a_course_is_exactly_this(control_plane: ControlPl
         **SELF_REVIEW,
         "userlands.userland.dev": READ | {"create", "delete", "patch"},
         "assignments.userland.dev": READ | {"create", "delete", "patch"},
+        "assignments.userland.dev/status": {"patch"},  # status.lti: the LMS grade passback
         "templates.userland.dev": READ, "deployments.apps": READ, "pods": READ,
-        "events": READ | {"create"}, "namespaces": READ,
+        # patch: its own course namespace only (the LMS links and LMS-made staff, web/lti_link.py).
+        "events": READ | {"create"}, "namespaces": READ | {"patch"},
     }
 
 
@@ -243,6 +248,9 @@ async def test_every_dangerous_write_is_refused(as_web: KubeClient, course: str,
         "create RoleBinding": as_web.create(ROLEBINDINGS, course, ROLEBINDING),
         "read Secrets": as_web.list(SECRETS, course),
         "read a Secret": as_web.get(SECRETS, course, "anything"),
+        # The LTI namespace: the tool's key Secret only (web/lti_sync.py), no other.
+        "read another Secret of the LTI namespace": as_web.get(SECRETS, "userland-system", "anything"),
+        "list the LTI namespace's Secrets": as_web.list(SECRETS, "userland-system"),
         "create Userland outside a course": as_web.create(USERLANDS, plain, _userland("mallory")),
         "list Userlands outside a course": as_web.list(USERLANDS, plain),
         "list Templates outside a course": as_web.list(TEMPLATES, plain),

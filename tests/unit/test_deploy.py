@@ -63,7 +63,7 @@ def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None
     kinds = Counter(d["kind"] for d in rendered)
     assert kinds == Counter({
         "Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 4, "ClusterRole": 4,
-        "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "ConfigMap": 1, "Deployment": 5,
+        "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3, "ConfigMap": 1, "Deployment": 5,
         "Service": 6, "NetworkPolicy": 7, "PersistentVolumeClaim": 1, "PriorityClass": 1,
     })
     # No Secret with placeholder values that could be deployed by mistake.
@@ -385,9 +385,10 @@ def test_the_store_may_reach_dns_and_git_hosts_only(rendered: list[dict[str, Any
 
 def test_rbac_renders_alone() -> None:
     kinds = Counter(d["kind"] for d in kustomize(DEPLOY / "rbac"))
-    # Role 2: the operator's Lease and the gateway's LTI registrations and key Secret.
+    # Role 3: the operator's Lease, the gateway's LTI registrations and key Secret, and the web
+    # UI's (the LMS roster sync and grade passback: registrations and the key Secret, read only).
     assert kinds == Counter({"ServiceAccount": 4, "ClusterRole": 4, "ClusterRoleBinding": 3,
-                             "Role": 2, "RoleBinding": 2})
+                             "Role": 3, "RoleBinding": 3})
 
 
 # --- examples ---------------------------------------------------------------------------------

@@ -56,6 +56,10 @@ BUILT: list[tuple[Callable[..., str], tuple[object, ...], str]] = [
     (keyspace.wake_key, ("cs101", "vscode-alice"), "userland:wake:cs101/vscode-alice"),
     (keyspace.pattern, ("userland:oauth-state:",), "userland:oauth-state:*"),
     (keyspace.digest, ("cookie-id",), SHA_COOKIE),
+    (keyspace.lti_course_key, ("cookie-id",), "userland:lti-course:" + SHA_COOKIE),
+    (keyspace.lti_sync_key, ("cs101",), "userland:lti-sync:cs101"),
+    (keyspace.lti_sync_lock_key, ("cs101",), "userland:lti-sync-lock:cs101"),
+    (keyspace.lti_grades_lock_key, ("cs101", "week1"), "userland:lti-grades-lock:cs101/week1"),
 ]
 
 CONSTANTS = {
@@ -73,6 +77,10 @@ CONSTANTS = {
     "LTI_NONCE_PREFIX": "userland:lti-nonce:",
     "LTI_TICKET_PREFIX": "userland:lti-ticket:",
     "LTI_SUBJECT_PREFIX": "userland:lti-subject:",
+    "LTI_COURSE_PREFIX": "userland:lti-course:",
+    "LTI_SYNC_PREFIX": "userland:lti-sync:",
+    "LTI_SYNC_LOCK_PREFIX": "userland:lti-sync-lock:",
+    "LTI_GRADES_LOCK_PREFIX": "userland:lti-grades-lock:",
     "SESSIONS_PATTERN": "userland:*session:*",
     "GRANT_PREFIX": "userland:grant:",
     "GRANT_LOG_PREFIX": "userland:grant-log:",

@@ -2,7 +2,8 @@
 
 A course is a namespace labelled `userland.dev/course: "true"`. Its staff are named on it,
 GitOps-friendly, in two annotations of comma-separated GitHub logins or `org/team` entries:
-`userland.dev/instructors` and `userland.dev/assistants`. On top of that, the gateway's
+`userland.dev/instructors` and `userland.dev/assistants` (and those an LMS made staff, in
+`userland.dev/lti-instructors` / `lti-assistants`: platform/model/lti_links.py). On top of that, the gateway's
 global roles: an `admin` (USERLAND_ADMINS) manages every course, an `instructor`
 (USERLAND_INSTRUCTORS) teaches every course. Everyone else sees only their own environments.
 
@@ -20,6 +21,7 @@ from typing import Any, Literal
 from userland.platform.model import naming
 from userland.platform.model.grants import EndReason, Grant, HelpSettings, help_settings
 from userland.platform.model.identity import Identity
+from userland.platform.model.lti_links import ANNOTATION_LTI_ASSISTANTS, ANNOTATION_LTI_INSTRUCTORS
 
 CourseRole = Literal["admin", "instructor", "assistant"]
 Action = Literal["view", "start", "restart", "suspend", "resume", "add", "remove",
@@ -56,8 +58,10 @@ class Course:
         annotations = meta.get("annotations") or {}
         name = str(meta.get("name") or "")
         return cls(namespace=name, title=str(annotations.get(naming.ANNOTATION_COURSE_TITLE) or name),
-                   instructors=_entries(annotations.get(naming.ANNOTATION_INSTRUCTORS)),
-                   assistants=_entries(annotations.get(naming.ANNOTATION_ASSISTANTS)),
+                   instructors=_entries(annotations.get(naming.ANNOTATION_INSTRUCTORS))
+                   | _entries(annotations.get(ANNOTATION_LTI_INSTRUCTORS)),
+                   assistants=_entries(annotations.get(naming.ANNOTATION_ASSISTANTS))
+                   | _entries(annotations.get(ANNOTATION_LTI_ASSISTANTS)),
                    help=help_settings(annotations))
 
 

@@ -5,7 +5,8 @@ LMS link's Template and its staff lists into what the sync plan reads
 (platform/model/lti_services_roster_diff.py): each student's login, the LMS person it was made
 for (the `userland.dev/lti-person` annotation; none: added by hand), whether it is suspended and
 whether by the sync (`userland.dev/suspended-by: lms`, with `userland.dev/suspended-at`).
-Staff come from the namespace's lists, as added by hand: the sync does not change them yet.
+Staff come from the namespace's lists: those written by hand, and those the LMS made
+(`userland.dev/lti-instructors`, `lti-assistants`), which the sync follows.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def course_state(
     *,
     instructors: Iterable[str] = (),
     assistants: Iterable[str] = (),
+    lms_instructors: Iterable[str] = (),
+    lms_assistants: Iterable[str] = (),
 ) -> Course:
     students: dict[str, Student] = {}
     taken: set[str] = set()
@@ -82,5 +85,8 @@ def course_state(
             taken.add(student.login)  # a student of another Template here: never given to someone else
     staff: dict[str, tuple[CourseRole, bool]] = {login: ("assistant", False) for login in assistants}
     staff.update({login: ("instructor", False) for login in instructors})
+    # The staff the LMS made (platform/model/lti_links.py): the sync may take them back.
+    staff.update({login: ("assistant", True) for login in lms_assistants})
+    staff.update({login: ("instructor", True) for login in lms_instructors})
     bindings = {s.person: s.login for s in students.values() if s.person is not None}
     return Course(students=students, staff=staff, bindings=bindings, taken=frozenset(taken - set(students)))

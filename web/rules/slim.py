@@ -11,6 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from userland.platform.model import naming
+from userland.platform.model.lti_links import (
+    ANNOTATION_LINKS,
+    ANNOTATION_LTI_ASSISTANTS,
+    ANNOTATION_LTI_INSTRUCTORS,
+)
 
 JSON = dict[str, Any]
 
@@ -18,7 +23,8 @@ JSON = dict[str, Any]
 _KEPT_ANNOTATIONS = (*naming.ROSTER_DETAILS.values(), naming.ANNOTATION_LAST_ACTIVITY,
                      naming.ANNOTATION_COURSE_TITLE, naming.ANNOTATION_INSTRUCTORS,
                      naming.ANNOTATION_ASSISTANTS, naming.ANNOTATION_STAFF_ACCESS,
-                     naming.ANNOTATION_HELP_LIMIT)
+                     naming.ANNOTATION_HELP_LIMIT, ANNOTATION_LTI_INSTRUCTORS, ANNOTATION_LTI_ASSISTANTS,
+                     ANNOTATION_LINKS)
 _KEPT_LABELS = (naming.LABEL_USER, naming.LABEL_TEMPLATE, naming.LABEL_USERLAND, naming.LABEL_COURSE)
 
 
