@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
+import random
 import shutil
 import subprocess
 import tempfile
@@ -17,12 +17,27 @@ from userland.platform.model.gradescope import Results, parse_results
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SUBMISSIONS = DATA / "submissions"
-STUDENT = "nobody"  # the account the student's code runs as here (setup.sh makes `student`)
+
+
+def unused_uid() -> int:
+    """A uid no process on this machine uses now. The samples run a student's code as a uid of
+    each run's own; a test that runs a whole grader as one non-root user (as under `make run`)
+    takes one too, not a shared account such as `nobody`: the process limit (RLIMIT_NPROC,
+    `ulimit -u`) counts every process of a uid, so tests beside it would use up its limit."""
+    taken = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit():
+                taken.add(entry.stat().st_uid)
+    draw = random.SystemRandom()
+    while (uid := draw.randrange(300_000, 400_000)) in taken:
+        pass
+    return uid
 
 
 @contextlib.contextmanager
 def autograder_folder(sample: Path) -> Iterator[Path]:
-    """A folder laid out as /autograder, that `nobody` may enter (tmp_path is root's alone)."""
+    """A folder laid out as /autograder, that any user may enter (tmp_path is root's alone)."""
     root = Path(tempfile.mkdtemp(prefix="autograder-", dir="/tmp"))
     try:
         root.chmod(0o755)
@@ -32,10 +47,10 @@ def autograder_folder(sample: Path) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_grader(root: Path, submission: str, env: dict[str, str], *, as_user: str | None = None,
+def run_grader(root: Path, submission: str, env: dict[str, str], *, as_user: int | None = None,
                timeout: float = 120) -> Results:
     """The sample's run_autograder on `submission` (a folder of tests/data/submissions), as root
-    (or all of it as `as_user`, as under `make run`); its results.json, parsed."""
+    (or all of it as the uid `as_user`, as under `make run`); its results.json, parsed."""
     target = root / "submission"
     shutil.copytree(SUBMISSIONS / submission, target)
     for folder, _, files in os.walk(target):
@@ -43,13 +58,13 @@ def run_grader(root: Path, submission: str, env: dict[str, str], *, as_user: str
         for name in files:
             os.chmod(os.path.join(folder, name), 0o444)
     if as_user is not None:
-        entry = pwd.getpwnam(as_user)
         for folder in (root, root / "source"):
-            os.chown(folder, entry.pw_uid, entry.pw_gid)
+            os.chown(folder, as_user, as_user)
         (root / "results").mkdir()
-        os.chown(root / "results", entry.pw_uid, entry.pw_gid)
+        os.chown(root / "results", as_user, as_user)
     done = subprocess.run([str(root / "source" / "run_autograder")], env=env, capture_output=True,
-                          timeout=timeout, check=False, user=as_user)
+                          timeout=timeout, check=False, user=as_user, group=as_user,
+                          extra_groups=[] if as_user is not None else None)
     assert done.returncode == 0, done.stdout + done.stderr
     found = parse_results((root / "results" / "results.json").read_bytes())
     assert isinstance(found, Results), found

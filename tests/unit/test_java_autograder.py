@@ -3,8 +3,8 @@ structure, written afresh, plain Java instead of JUnit) run for real with this m
 java on a right, a wrong and a broken submission; its results.json read by the platform's parser.
 
 As tests/unit/test_sample_autograder.py: a folder laid out as /autograder, the harness as root and
-the student's code compiled and run as `nobody` (another uid than the harness); one case runs it
-all as one user, as under `make run`.
+the student's code compiled and run as a uid of the run's own (another uid than the harness); one
+case runs it all as one user, as under `make run`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.autograders import DATA, STUDENT, autograder_folder, run_grader
+from tests.support.autograders import DATA, autograder_folder, run_grader, unused_uid
 from userland.platform.model.gradescope import Results, student_view
 
 SAMPLE = DATA / "autograders" / "java"
@@ -36,8 +36,8 @@ def autograder() -> Iterator[Path]:
         yield root
 
 
-def grade(root: Path, submission: str, *, as_user: str | None = None) -> Results:
-    env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_STUDENT_USER": STUDENT}
+def grade(root: Path, submission: str, *, as_user: int | None = None) -> Results:
+    env = {"PATH": "/usr/bin:/bin"}
     return run_grader(root, submission, env, as_user=as_user, timeout=300)
 
 
@@ -67,6 +67,6 @@ def test_a_copy_that_does_not_compile_scores_nothing_and_says_why(autograder: Pa
 
 
 def test_the_student_code_as_the_harness_own_user_is_said(autograder: Path) -> None:
-    results = grade(autograder, "java-right", as_user=STUDENT)
+    results = grade(autograder, "java-right", as_user=unused_uid())
     assert results.score == 10
     assert "could not switch users" in results.output

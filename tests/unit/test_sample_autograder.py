@@ -2,8 +2,9 @@
 on sample submissions, its results.json read by the platform's parser (platform/model/gradescope.py).
 
 Real: the harness and the students' code run as processes here, in a folder laid out as
-/autograder is in a grading Pod. The harness runs as root and the student's code as `nobody`
-(the documented pattern: another uid than the harness); one case runs it as one user throughout,
+/autograder is in a grading Pod. The harness runs as root and the student's code as a uid of the
+run's own (the documented pattern: another uid than the harness, shared with no other copy); one
+case runs it as one user throughout,
 as under `make run`. The attacks (a hanging submission, a fork bomb, endless output, a fake
 results.json, reading the tests' answers or the environment, the network) each change only their
 own score, and never raise it.
@@ -11,14 +12,17 @@ own score, and never raise it.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.support.autograders import DATA, STUDENT, autograder_folder, run_grader
+from tests.support.autograders import DATA, autograder_folder, run_grader, unused_uid
 from userland.platform.model.gradescope import Results, parse_results, student_view
 
 SAMPLE = DATA / "autograders" / "python"
@@ -33,9 +37,9 @@ def autograder() -> Iterator[Path]:
         yield root
 
 
-def grade(root: Path, submission: str, *, as_user: str | None = None) -> Results:
+def grade(root: Path, submission: str, *, as_user: int | None = None) -> Results:
     env = {"PATH": "/usr/bin:/bin", "AUTOGRADER_ROOT": str(root),
-           "AUTOGRADER_STUDENT_USER": STUDENT, "JOB_TOKEN": "a-secret-the-student-must-not-see"}
+           "JOB_TOKEN": "a-secret-the-student-must-not-see"}
     return run_grader(root, submission, env, as_user=as_user)
 
 
@@ -79,7 +83,7 @@ def test_a_wrong_copy_loses_the_points_of_its_mistakes(autograder: Path) -> None
 
 def test_the_student_code_as_the_harness_own_user_is_said(autograder: Path) -> None:
     """Under `make run` the grader is one user: it still grades, and says it could not separate."""
-    results = grade(autograder, "right", as_user=STUDENT)
+    results = grade(autograder, "right", as_user=unused_uid())
     assert results.score == 10
     assert "could not switch users" in results.output
 
@@ -94,6 +98,23 @@ def test_a_fork_bomb_is_bounded_and_scores_nothing(autograder: Path) -> None:
     results = grade(autograder, "forkbomb")
     assert results.score == 0
     assert not leftovers(autograder)
+
+
+def test_a_fork_bomb_beside_another_copy_changes_nothing_of_its_score() -> None:
+    """Two copies graded at once, as two grading Pods on one node, by graders of two courses: one
+    lets a test start 200 processes, the other 64 (the default). The kernel counts the process
+    limit over every process of a uid, so under one shared account the fork bomb's 200 would
+    leave the other copy's tests unable to start a single one. Each run's own uid keeps them apart."""
+    with autograder_folder(SAMPLE) as bomb, autograder_folder(SAMPLE) as right, ThreadPoolExecutor(1) as pool:
+        cases = bomb / "source" / "cases.json"
+        cases.write_text(json.dumps([{**case, "processes": 200} for case in json.loads(cases.read_text())]))
+        bombing = pool.submit(grade, bomb, "forkbomb")
+        deadline = time.monotonic() + 60
+        while len(leftovers(bomb)) < 100:  # the bomb is at work, past the other grader's limit
+            assert not bombing.done() and time.monotonic() < deadline, "the fork bomb never got going"
+            time.sleep(0.01)
+        assert grade(right, "right").score == 10
+        assert bombing.result().score == 0
 
 
 def test_endless_output_is_cut_and_scores_nothing(autograder: Path) -> None:

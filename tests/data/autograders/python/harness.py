@@ -2,8 +2,9 @@
 
 It follows the pattern that keeps a student's code from deciding its own score:
 
-- the harness runs as one user (root in the grading container) and the student's code as another
-  (`student`, uid 2000, made by setup.sh): the student's code cannot write
+- the harness runs as one user (root in the grading container) and the student's code as another,
+  a uid of this run's own that no process uses (no account needed; AUTOGRADER_STUDENT_USER may
+  name an account instead): the student's code cannot write
   /autograder/results/results.json (the harness's folder) nor read /autograder/source (the tests
   and their answers, mode 0700);
 - each test runs the student's code in a process of its own, with limits (CPU seconds, memory,
@@ -25,6 +26,7 @@ import ctypes
 import json
 import os
 import pwd
+import random
 import resource
 import signal
 import subprocess
@@ -37,8 +39,10 @@ from typing import Any
 # harness runs where the layout is elsewhere (under `make run`, in a test).
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE, SUBMISSION, RESULTS = ROOT / "source", ROOT / "submission", ROOT / "results"
-# setup.sh makes it; a test may name another unprivileged account.
-STUDENT = os.environ.get("AUTOGRADER_STUDENT_USER", "student")
+# An account to run the student's code as; unset (the default), a uid of this run's own.
+STUDENT = os.environ.get("AUTOGRADER_STUDENT_USER", "")
+# Where this run's own uid is drawn from: above what accounts and container images use.
+FRESH_UIDS = range(200_000, 300_000)
 OUTPUT_MAX = 8192
 DRIVER = "import sys; sys.path.insert(0, '.'); import {module} as m; print(repr({call}))"
 
@@ -47,11 +51,33 @@ def student_ids() -> tuple[int, int] | None:
     """(uid, gid) to run the student's code as, or None: this harness cannot switch users."""
     if os.geteuid() != 0:
         return None
+    if not STUDENT:
+        return fresh_ids()
     try:
         entry = pwd.getpwnam(STUDENT)
     except KeyError:
         return None
     return entry.pw_uid, entry.pw_gid
+
+
+def fresh_ids() -> tuple[int, int]:
+    """A uid (and gid) that no process uses now, drawn at random. Not a shared account: the kernel
+    counts RLIMIT_NPROC over every process of a uid on the node, and grading Pods on one node
+    share uids (without user namespaces), so with one `student` account a fork bomb in one copy
+    would use up the process limit of every other copy's tests graded beside it."""
+    taken = {owner for pid in Path("/proc").iterdir() if (owner := uid_of(pid)) is not None}
+    draw = random.SystemRandom()
+    while True:
+        uid = draw.choice(FRESH_UIDS)
+        if uid not in taken:
+            return uid, uid
+
+
+def uid_of(entry: Path) -> int | None:
+    try:
+        return entry.stat().st_uid if entry.name.isdigit() else None
+    except OSError:
+        return None
 
 
 def limits(ids: tuple[int, int] | None, case: dict[str, Any]) -> Any:
@@ -63,7 +89,7 @@ def limits(ids: tuple[int, int] | None, case: dict[str, Any]) -> Any:
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024,) * 2)
         # The process limit counts every process of the user: the student's own user has only
         # theirs; sharing this one, they get a few more than it has now.
-        most = 64 if ids is not None else own_processes() + 32
+        most = int(case.get("processes", 64)) if ids is not None else own_processes() + 32
         resource.setrlimit(resource.RLIMIT_NPROC, (most, most))
         if ids is not None:
             os.setgroups([])
@@ -107,14 +133,7 @@ def become_subreaper() -> None:
 
 
 def processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and entry.stat().st_uid == uid:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    return [int(entry.name) for entry in Path("/proc").iterdir() if uid_of(entry) == uid]
 
 
 def reap() -> None:
@@ -178,7 +197,7 @@ def run_case(ids: tuple[int, int] | None, case: dict[str, Any]) -> dict[str, Any
 def main() -> int:
     ids = student_ids()
     if ids is None and os.geteuid() == 0:
-        print("refusing to run a student's code as root: make the user 'student' (setup.sh)")
+        print(f"refusing to run a student's code as root: there is no account {STUDENT!r}")
         return 1
     if ids is not None:
         try:
