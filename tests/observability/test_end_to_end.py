@@ -330,11 +330,13 @@ async def check_every_metric_is_documented(prom: Prometheus) -> None:
     exported = {re.sub(r"_(bucket|sum|count|total)$", "", n) for n in names if n.startswith("userland_")}
     documented = {re.sub(r"_total$", "", n) for n in re.findall(
         r"^\| `(userland_[a-z_]+)` \|", (REPO / "docs" / "metrics.md").read_text(), re.MULTILINE)}
-    # Only series this class cannot have can be missing: an error's (its reconciles did not fail)
-    # and a lecture's (its Templates have no schedule: tests/operator/test_capacity.py has them).
+    # Only series this class cannot have can be missing: an error's (its reconciles did not fail),
+    # a lecture's (its Templates have no schedule: tests/operator/test_capacity.py has them) and a
+    # grader's results (its assignments name no grader: tests/operator/test_grading.py has them).
     assert exported <= documented, sorted(exported - documented)
     absent = {"userland_operator_reconcile_errors", "userland_lecture_ready",
-              "userland_lecture_next_start_timestamp_seconds", "userland_lecture_environments_without_room"}
+              "userland_lecture_next_start_timestamp_seconds", "userland_lecture_environments_without_room",
+              "userland_grading_duration_seconds", "userland_grading_results"}
     assert documented - exported <= absent, sorted(documented - exported)
 
 
