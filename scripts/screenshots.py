@@ -34,6 +34,9 @@ from playwright.async_api import Page, async_playwright  # noqa: E402
 from tests.web.course_support import apply_rbac, render_course  # noqa: E402
 from userland.local.controlplane import ControlPlane, crd_files, free_port  # noqa: E402
 from userland.local.redisserver import redis_server  # noqa: E402
+from userland.operator.rules.capacity.images import ImageProgress  # noqa: E402
+from userland.operator.rules.capacity.readiness import Room, readiness  # noqa: E402
+from userland.operator.rules.capacity.room import Environment, Window  # noqa: E402
 from userland.platform.clients.kube import (  # noqa: E402
     EVENTS,
     NAMESPACES,
@@ -42,9 +45,6 @@ from userland.platform.clients.kube import (  # noqa: E402
     KubeClient,
     Resource,
 )
-from userland.operator.rules.capacity.images import ImageProgress  # noqa: E402
-from userland.operator.rules.capacity.readiness import Room, readiness  # noqa: E402
-from userland.operator.rules.capacity.room import Environment, Window  # noqa: E402
 from userland.platform.model import naming  # noqa: E402
 from userland.platform.model.settings import Settings  # noqa: E402
 from userland.proxy.app import RUNNER_KWARGS  # noqa: E402

@@ -296,7 +296,8 @@ async def test_placeholders_that_cannot_be_made_say_why(
     await cluster.create_userland("alice", "lab")
     missing = f"missing-{namespace}"
     async with run_operator(clock=clock, settings_extra={"placeholder_priority_class": missing}):
-        found = await eventually(lambda: _says(kube, namespace, "LectureReady", "tell your admin"), timeout=60)
+        found = await eventually(lambda: _says(kube, namespace, "LectureReady", "tell your admin"),
+                                 timeout=60)
         # (Its reason names the first part missing: here the images, which no kubelet pulls.)
         assert found["status"] == "False"
         assert found["message"].endswith("room for 0 of 1 (1 would wait: room for them cannot be held ahead, "

@@ -315,9 +315,9 @@ READINESS = [
      "True", "Ready", "Ready for the lecture on Mon at 09:00: 1 of 1 environment can start; software on all "
                       "4 servers; room for 1"),
     ("no server fits", _envs(0, 2), ImageProgress("NoNodes", "no node can run ..."), Room(True), WINDOW,
-     "False", "NoNodes", "Not ready for the lecture at 09:00: 2 of 2 environments can start; no server can "
-                         "run these environments: tell your admin; room for 0 of 2 (2 would wait for a server "
-                         "to be added)"),
+     "False", "NoNodes",
+     "Not ready for the lecture at 09:00: 2 of 2 environments can start; no server can run these "
+     "environments: tell your admin; room for 0 of 2 (2 would wait for a server to be added)"),
 ]
 
 
@@ -391,4 +391,5 @@ def test_template_events_tell_pulled_images_and_the_lecture_verdict_once() -> No
     assert [n.reason for n in template_events(pulled, not_ready)] == ["NotReadyForLecture"]
     assert template_events(not_ready, now_ready)[-1] == EventNote(
         "Normal", "ReadyForLecture",
-        "Ready for the lecture at 08:00: 2 of 2 environments can start; software on all 4 servers; room for all 2")
+        "Ready for the lecture at 08:00: 2 of 2 environments can start; software on all 4 servers; "
+        "room for all 2")

@@ -186,8 +186,9 @@ def past_the_wait(progress: ImageProgress, template_status: JSON, *, now: dateti
     if ends is None or now < ends:
         return progress
     minutes = round(limit / 60)
-    return replace(progress, late=True, message=f"{progress.message}; environments no longer wait for it (it has been "
-                                     f"pulling for over {minutes} min): they pull it as they start")
+    return replace(progress, late=True,
+                   message=f"{progress.message}; environments no longer wait for it (it has been "
+                           f"pulling for over {minutes} min): they pull it as they start")
 
 
 def deployment_images(deployment: JSON | None) -> tuple[str, ...]:

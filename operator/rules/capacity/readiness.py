@@ -99,7 +99,8 @@ def readiness(environments: list[Environment], images: ImageProgress, room: Room
     on_nodes = sum(1 for e in environments if e.has_room and not e.failed)
     room_for = min(can_start, on_nodes + room.placeholders)
     waiting = can_start - room_for
-    parts = [f"{can_start} of {expected} environment{'' if expected == 1 else 's'} can start", software(images)]
+    parts = [f"{can_start} of {expected} environment{'' if expected == 1 else 's'} can start",
+             software(images)]
     if room.note:
         parts.append(room.note)
     elif not room.held:
