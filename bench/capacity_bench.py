@@ -1,11 +1,10 @@
 """Ready before the lecture, measured on the real node (docs/capacity.md; figures in the README
-and docs/benchmarks.md, results in bench/results/capacity.json).
+and docs/benchmarks.md; the run's results go to capacity.json in bench/results/).
 
 Runs inside the node's network namespace, after the node suite, against the platform it
-applied: `USERLAND_BENCH=capacity make test-cluster` (scripts/test-cluster.sh runs it then,
-with the node's variables; by hand on a node that is up:
-`nsenter --net=/run/netns/userland-node .venv/bin/python bench/capacity_bench.py` with the
-variables of /var/lib/userland-node/env exported). A registry of its own (Debian's
+applied: `USERLAND_BENCH=capacity make test-cluster` (scripts/test-cluster.sh runs it then and
+passes the node's kubeconfig, test image and image list; by hand on a node that is up, run it
+under `nsenter --net=/run/netns/userland-node` with those three arguments). A registry of its own (Debian's
 docker-registry, tests/support/registry.py) on the namespace's loopback serves every image: the
 test environment's image plus a fresh 64 MiB layer of random bytes, so the node has every layer
 but that one and a "cold" start really pulls it (over loopback: the cost of the pull itself is
@@ -30,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import shutil
 import statistics
@@ -233,20 +231,15 @@ def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    env = os.environ
-    parser.add_argument("--kubeconfig", default=env.get("USERLAND_NODE_KUBECONFIG"))
-    parser.add_argument("--image", default=env.get("USERLAND_NODE_IMAGE_testenv"),
+    parser.add_argument("--kubeconfig", required=True, help="the node's admin kubeconfig")
+    parser.add_argument("--image", required=True,
                         help="an image the node has, with a docker-archive tar from scripts/node-images.sh")
-    state = Path(env.get("USERLAND_NODE_STATE", "/var/lib/userland-node"))
-    parser.add_argument("--images-env", default=str(state / "images.env"))
+    parser.add_argument("--images-env", required=True, help="what scripts/node-images.sh printed")
     parser.add_argument("--namespace", default="classroom")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lecture", type=int, default=50)
     parser.add_argument("--layer-mib", type=int, default=64)
     args = parser.parse_args()
-    if not args.kubeconfig or not args.image:
-        parser.error("run on the real node (USERLAND_BENCH=capacity make test-cluster), or give --kubeconfig "
-                     "and --image")
     cluster = Cluster(args.kubeconfig, args.namespace)
     archive = archive_of(args.image, Path(args.images_env))
     workdir = Path(tempfile.mkdtemp(prefix="capacity-bench-"))

@@ -71,7 +71,9 @@ nsenter --net="/run/netns/$ns" .venv/bin/python -m pytest -p no:cacheprovider -q
 # platform it applied (figures in bench/results/capacity.json).
 if [[ ${USERLAND_BENCH:-} == capacity ]]; then
     stamp "bench/capacity_bench.py"
-    nsenter --net="/run/netns/$ns" .venv/bin/python bench/capacity_bench.py || rc=1
+    nsenter --net="/run/netns/$ns" .venv/bin/python bench/capacity_bench.py \
+        --kubeconfig "$USERLAND_NODE_KUBECONFIG" --image "$USERLAND_NODE_IMAGE_testenv" \
+        --images-env "$USERLAND_NODE_STATE/images.env" || rc=1
     stamp "bench done"
 fi
 # The node's memory while the platform and students ran: its processes and its Pods' cgroups.
