@@ -18,7 +18,7 @@ small here; on a real site it is minutes).
      makes it in use; wait for `ImagesPulled`);
    - pre-started: the environment already runs (the schedule woke it): a request answered.
    `--repeat` rounds; medians, and each as a ratio of pre-started.
-2. A scheduled start of `--lecture` environments: a Template with a lecture about 4 minutes
+2. A scheduled start of `--lecture` environments: a Template with a lecture about 5 minutes
    ahead (wakeBefore 2m), its students asleep (idleTimeout 20s); from the lecture's start to each
    environment Ready (its Pod's Ready time): p50 and p99 (negative: Ready before the start, as
    it should be).
@@ -103,12 +103,17 @@ def wait(check: Callable[[], T | None], what: str, timeout: float = 600, interva
     raise TimeoutError(f"gave up waiting for {what}")
 
 
+ADDRESSES: dict[str, str] = {}
+
+
 def answers(cluster: Cluster, tpl: str, login: str) -> bool:
-    """The environment's Service answers GET /healthz (a working environment)."""
+    """The environment's Service answers GET /healthz (a working environment). Its address is
+    asked of the API server once, so a poll costs one HTTP request once the Service exists."""
+    name = naming.service_name(tpl, login)
     try:
-        service = cluster.get("service", naming.service_name(tpl, login))
-        ip = service["spec"]["clusterIP"]
-        with urllib.request.urlopen(f"http://{ip}:8080/healthz", timeout=2) as response:
+        if name not in ADDRESSES:
+            ADDRESSES[name] = cluster.get("service", name)["spec"]["clusterIP"]
+        with urllib.request.urlopen(f"http://{ADDRESSES[name]}:8080/healthz", timeout=2) as response:
             return bool(response.status == 200)
     except (RuntimeError, OSError, KeyError):
         return False
@@ -122,8 +127,11 @@ def first_request_to_working(cluster: Cluster, tpl: str, login: str) -> float:
 
 
 def images_pulled(cluster: Cluster, tpl: str) -> bool:
+    """ImagesPulled True, counted on the nodes (not "nothing to pull yet", before the operator
+    has seen the Template's first Userland)."""
     status = cluster.get("template", tpl).get("status") or {}
-    return any(c["type"] == "ImagesPulled" and c["status"] == "True" for c in status.get("conditions") or [])
+    return any(c["type"] == "ImagesPulled" and c["status"] == "True" and "nodes" in c.get("message", "")
+               for c in status.get("conditions") or [])
 
 
 def remove(cluster: Cluster, templates: list[str]) -> None:
@@ -159,9 +167,9 @@ def start_latencies(cluster: Cluster, registry: Registry, archive: Path, args: a
             cluster.apply(template(names[1], image), userland("holder", names[1], suspended=True))
             wait(partial(images_pulled, cluster, names[1]), "ImagesPulled", interval=0.5)
             prepulled.append(first_request_to_working(cluster, names[1], "student"))
-            # Pre-started: it runs; a student's request is answered.
+            # Pre-started: it runs (the schedule woke it); a student's request is answered.
             start = time.monotonic()
-            wait(partial(answers, cluster, names[1], "student"), "an answer")
+            wait(partial(answers, cluster, names[1], "student"), "an answer", interval=0.01)
             prestarted.append(time.monotonic() - start)
         finally:
             remove(cluster, names)
@@ -190,7 +198,7 @@ def ready_times(cluster: Cluster, tpl: str) -> dict[str, datetime]:
 
 def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.Namespace) -> dict[str, Any]:
     name = f"{PREFIX}-lecture"
-    start = (datetime.now(UTC) + timedelta(minutes=4, seconds=59)).replace(second=0, microsecond=0)
+    start = (datetime.now(UTC) + timedelta(minutes=5, seconds=59)).replace(second=0, microsecond=0)
     zone = "UTC" if 1 <= start.hour <= 22 else "Etc/GMT+6"
     local = start.astimezone(ZoneInfo(zone))
     logins = [f"s{i:03d}" for i in range(args.lecture)]
@@ -209,11 +217,11 @@ def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.
                        and (u.get("status") or {}).get("phase") == "Idle") == len(logins)
         wait(asleep, "every student asleep before the wake",
              timeout=(start - datetime.now(UTC)).total_seconds() - 125, interval=1)
-        asleep_at = datetime.now(UTC)
+        asleep_at = datetime.now(UTC).replace(microsecond=0)  # Pod times are whole seconds
 
         def all_woken() -> dict[str, datetime] | None:
             found = ready_times(cluster, name)
-            return found if len(found) == len(logins) and min(found.values()) > asleep_at else None
+            return found if len(found) == len(logins) and min(found.values()) >= asleep_at else None
         ready = wait(all_woken, "every environment Ready after the wake",
                      timeout=(start - datetime.now(UTC)).total_seconds() + 600, interval=1)
         lecture_text = cluster.get("template", name)["status"]
