@@ -236,6 +236,11 @@ def preempted(pod: str) -> str | None:
     return str(events[0].get("message") or "") if events else None
 
 
+def running_placeholders(tpl: str) -> list[dict[str, Any]]:
+    return [p for p in capacity_pods(tpl, "room") if any(
+        c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])]
+
+
 def ready_since(pod: dict[str, Any]) -> datetime:
     (ready,) = [c for c in pod["status"]["conditions"] if c["type"] == "Ready"]
     return datetime.fromisoformat(ready["lastTransitionTime"].replace("Z", "+00:00"))
@@ -264,13 +269,14 @@ def test_placeholders_hold_room_before_a_lecture_and_the_students_take_it(platfo
         wait_until(lambda: all(u.get("status", {}).get("phase") == "Idle" for u in kubectl_json(
             "-n", COURSE, "get", "userlands", *(f"{name}-{s}" for s in students))["items"]),
             "both environments asleep", timeout=150)
-        # Room is held for both, and the course says it is ready.
-        ready = wait_until(lambda: lecture_ready(name, "True"), "LectureReady True with room held",
-                           timeout=90)
+        # Room is held for both by two placeholders, and the course says it is ready. (It said so
+        # already while both ran, in the same words: wait for the placeholders first.)
+        wait_until(lambda: len(running_placeholders(name)) == 2, "two placeholders running", timeout=90)
         clock = local.strftime("%H:%M")
-        assert ready["message"] == (f"Ready for the lecture at {clock}: 2 of 2 environments can start; "
-                                    "software on the server; room for all 2"), ready
-        assert len([p for p in capacity_pods(name, "room") if p["status"].get("phase") == "Running"]) == 2
+        expected = (f"Ready for the lecture at {clock}: 2 of 2 environments can start; software on the "
+                    "server; room for all 2")
+        wait_until(lambda: (lecture_ready(name, "True") or {}).get("message") == expected,
+                   "LectureReady True with room held", timeout=90)
 
         # Another Pod (priority 0) takes the room of one: a placeholder is preempted, and the
         # course is not ready.
@@ -294,7 +300,9 @@ def test_placeholders_hold_room_before_a_lecture_and_the_students_take_it(platfo
         assert all(t < start for t in ready_at), f"Ready at {ready_at}, the lecture at {start}"
         messages = [m for p in placeholders if (m := preempted(p))]
         env_names = {e["metadata"]["name"] for e in envs}
-        assert len(messages) == 2 and all(any(e in m for e in env_names) for m in messages), messages
+        # Every placeholder that went was preempted by a student's environment (the replicaset
+        # may also remove one itself as the operator scales it down: not counted here).
+        assert messages and all(any(e in m for e in env_names) for m in messages), messages
         ready = wait_until(lambda: lecture_ready(name, "True"), "ready with the students on the node",
                            timeout=30)
         assert ready["message"].endswith("room for all 2"), ready
