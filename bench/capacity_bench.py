@@ -21,7 +21,8 @@ small here; on a real site it is minutes).
 2. A scheduled start of `--lecture` environments: a Template with a lecture about 5 minutes
    ahead (wakeBefore 2m), its students asleep (idleTimeout 20s); from the lecture's start to each
    environment Ready (its Pod's Ready time): p50 and p99 (negative: Ready before the start, as
-   it should be).
+   it should be), over those Ready within three minutes of the start; how many were not (a node
+   without room for all leaves some Pending) is reported beside them.
 Everything it makes is deleted at the end, whatever happened.
 """
 
@@ -219,21 +220,26 @@ def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.
              timeout=(start - datetime.now(UTC)).total_seconds() - 125, interval=1)
         asleep_at = datetime.now(UTC).replace(microsecond=0)  # Pod times are whole seconds
 
-        def all_woken() -> dict[str, datetime] | None:
-            found = ready_times(cluster, name)
-            return found if len(found) == len(logins) and min(found.values()) >= asleep_at else None
-        ready = wait(all_woken, "every environment Ready after the wake",
-                     timeout=(start - datetime.now(UTC)).total_seconds() + 600, interval=1)
+        def woken() -> dict[str, datetime]:
+            return {k: t for k, t in ready_times(cluster, name).items() if t >= asleep_at}
+
+        # Every environment Ready, or three minutes past the start: a node without room for
+        # all of them leaves some Pending (the course says so), and those are counted, not waited for.
+        give_up = start + timedelta(minutes=3)
+        while len(ready := woken()) < len(logins) and datetime.now(UTC) < give_up:
+            time.sleep(1)
         lecture_text = cluster.get("template", name)["status"]
         verdict: dict[str, Any] = next((c for c in lecture_text.get("conditions") or []
                                         if c["type"] == "LectureReady"), {})
         offsets = sorted((t - start).total_seconds() for t in ready.values())
     finally:
         remove(cluster, [name])
-    return {"environments": len(offsets), "lecture_start": start.isoformat(), "wake_before_s": 120,
-            "p50_s": statistics.median(offsets),
-            "p99_s": offsets[min(len(offsets) - 1, int(len(offsets) * 0.99))],
-            "max_s": offsets[-1], "lecture_ready_before_start": verdict.get("message", "")}
+    return {"environments": len(logins), "ready": len(offsets),
+            "not_ready_3_min_after": len(logins) - len(offsets),
+            "lecture_start": start.isoformat(), "wake_before_s": 120,
+            "p50_s": statistics.median(offsets) if offsets else None,
+            "p99_s": offsets[min(len(offsets) - 1, int(len(offsets) * 0.99))] if offsets else None,
+            "max_s": offsets[-1] if offsets else None, "lecture_ready": verdict.get("message", "")}
 
 
 def main() -> int:
