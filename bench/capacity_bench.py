@@ -1,28 +1,29 @@
-"""Ready before the lecture, measured on a real cluster (docs/capacity.md; figures go in
-docs/benchmarks.md, and capacity.json in bench/results/ once measured). NOT run yet: it needs a
-real node with a registry (see below); no figures exist until it is.
+"""Ready before the lecture, measured on the real node (docs/capacity.md; figures in the README
+and docs/benchmarks.md; the run's results go to capacity.json in bench/results/).
 
-  .venv/bin/python bench/capacity_bench.py --kubeconfig KUBECONFIG --registry 127.0.0.1:PORT \\
-      --base-image localhost/userland-testenv:TAG [--namespace classroom] [--lecture 50]
-
-Against a cluster where the platform is applied (deploy/ with deploy/capacity.yaml, the
-operator's `USERLAND_PAUSE_IMAGE` pullable by the nodes) and a registry the nodes pull from
-(the real node of `make test-cluster`: Debian's `docker-registry` on the node network
-namespace's loopback, run inside that namespace, as the real-node test on the `capacity`
-branch does). Each image is the base image with a fresh 64 MiB layer (buildah), pushed to the
-registry, so every "cold" start pulls for real.
+Runs inside the node's network namespace, after the node suite, against the platform it
+applied: `USERLAND_BENCH=capacity make test-cluster` (scripts/test-cluster.sh runs it then and
+passes the node's kubeconfig, test image and image list; by hand on a node that is up, run it
+under `nsenter --net=/run/netns/userland-node` with those three arguments). A registry of its own (Debian's
+docker-registry, tests/support/registry.py) on the namespace's loopback serves every image: the
+test environment's image plus a fresh 64 MiB layer of random bytes, so the node has every layer
+but that one and a "cold" start really pulls it (over loopback: the cost of the pull itself is
+small here; on a real site it is minutes).
 
 1. From a student's first request to a working environment (the Userland made, as
-   `selfService` does on the first request, until its Pod is Ready), side by side:
-   - cold: a Template whose image no node has;
-   - pre-pulled: the same with the image pulled ahead by the Template's puller (another student
-     of it, suspended, makes it in use; wait for `ImagesPulled`);
-   - pre-started: the environment already runs (the schedule's wakeBefore woke it): the time
-     is the gateway's routing only, measured as the time until its Service has a ready endpoint.
-   `--repeat` runs of each; the median is reported.
-2. A scheduled start of `--lecture` environments: a Template with a lecture 6 minutes ahead
-   (wakeBefore 3m, room held from the start), its students asleep; from the lecture's start to
-   each environment Ready: p50 and p99 (negative: Ready before the start, as it should be).
+   `selfService` does on a first request, until its Service answers GET /healthz), side by side
+   in each round:
+   - cold: a Template whose image the node does not have;
+   - pre-pulled: the same, once the Template's puller has pulled its image (a suspended student
+     makes it in use; wait for `ImagesPulled`);
+   - pre-started: the environment already runs (the schedule woke it): a request answered.
+   `--repeat` rounds; medians, and each as a ratio of pre-started.
+2. A scheduled start of `--lecture` environments: a Template with a lecture about 5 minutes
+   ahead (wakeBefore 2m), its students asleep (idleTimeout 20s); from the lecture's start to each
+   environment Ready (its Pod's Ready time): p50 and p99 (negative: Ready before the start, as
+   it should be), over those Ready within three minutes of the start; how many were not (a node
+   without room for all leaves some Pending) is reported beside them.
+Everything it makes is deleted at the end, whatever happened.
 """
 
 from __future__ import annotations
@@ -30,19 +31,30 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any
-
-from userland.platform.model import naming
+from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support.registry import Registry, archive_of  # noqa: E402
+from userland.platform.model import naming  # noqa: E402
+
 RESULTS = REPO / "bench" / "results" / "capacity.json"
+REPOSITORY = "capacity-bench/env"
+PREFIX = "bench-cap"
+T = TypeVar("T")
 
 
 class Cluster:
@@ -50,10 +62,10 @@ class Cluster:
         self.kubeconfig = kubeconfig
         self.ns = namespace
 
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
         result = subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", "-n", self.ns, *args],
                                 input=stdin, capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
+        if check and result.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr}")
         return result.stdout
 
@@ -65,28 +77,12 @@ class Cluster:
                                                            "items": list(objects)}))
 
 
-def fresh_image(registry: str, base: str) -> str:
-    """`base` with a random 64 MiB layer, pushed to `registry`: no node has it."""
-    tag = secrets.token_hex(4)
-    target = f"{registry}/capacity-bench/env:{tag}"
-    with tempfile.TemporaryDirectory(prefix="capacity-bench-") as tmp:
-        buildah = ["buildah", "--root", f"{tmp}/root", "--runroot", f"{tmp}/run", "--storage-driver", "vfs"]
-
-        def run(*args: str) -> str:
-            done = subprocess.run([*buildah, *args], capture_output=True, text=True, check=True)
-            return done.stdout.strip()
-        container = run("from", "--pull-never", base)
-        (Path(tmp) / "layer").write_bytes(secrets.token_bytes(64 << 20))
-        run("copy", container, f"{tmp}/layer", f"/bench-{tag}")
-        run("commit", "--quiet", container, f"localhost/capacity-bench:{tag}")
-        run("push", "--quiet", "--tls-verify=false", f"localhost/capacity-bench:{tag}", f"docker://{target}")
-    return target
-
-
 def template(name: str, image: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": name},
             "spec": {"routing": {"host": f"{name}.bench.test"}, "port": 8080, "podSpec": {
+                "automountServiceAccountToken": False, "enableServiceLinks": False,
                 "containers": [{"name": "env", "image": image, "imagePullPolicy": "IfNotPresent",
+                                "env": [{"name": "STUDENT", "value": "${USER}"}],
                                 "ports": [{"containerPort": 8080}],
                                 "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080},
                                                    "periodSeconds": 1},
@@ -99,88 +95,178 @@ def userland(login: str, tpl: str, suspended: bool = False) -> dict[str, Any]:
                                                              "suspended": suspended}}
 
 
-def ready_at(cluster: Cluster, tpl: str, login: str) -> datetime | None:
-    """When the student's Pod became Ready (its Ready condition's own time), if it has."""
-    pods = cluster.get("pods", "-l", f"{naming.LABEL_USER}={login},{naming.LABEL_TEMPLATE}={tpl}")["items"]
-    for pod in pods:
-        for cond in pod["status"].get("conditions") or []:
-            if cond["type"] == "Ready" and cond["status"] == "True":
-                return datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00"))
-    return None
-
-
-def wait(check: Any, timeout: float = 900) -> Any:
+def wait(check: Callable[[], T | None], what: str, timeout: float = 600, interval: float = 0.1) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (value := check()):
             return value
-        time.sleep(0.2)
-    raise TimeoutError("gave up waiting")
+        time.sleep(interval)
+    raise TimeoutError(f"gave up waiting for {what}")
 
 
-def first_request_to_ready(cluster: Cluster, tpl: str, login: str) -> float:
+ADDRESSES: dict[str, str] = {}
+
+
+def answers(cluster: Cluster, tpl: str, login: str) -> bool:
+    """The environment's Service answers GET /healthz (a working environment). Its address is
+    asked of the API server once, so a poll costs one HTTP request once the Service exists."""
+    name = naming.service_name(tpl, login)
+    try:
+        if name not in ADDRESSES:
+            ADDRESSES[name] = cluster.get("service", name)["spec"]["clusterIP"]
+        with urllib.request.urlopen(f"http://{ADDRESSES[name]}:8080/healthz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (RuntimeError, OSError, KeyError):
+        return False
+
+
+def first_request_to_working(cluster: Cluster, tpl: str, login: str) -> float:
     start = time.monotonic()
     cluster.apply(userland(login, tpl))
-    wait(lambda: ready_at(cluster, tpl, login))
+    wait(lambda: answers(cluster, tpl, login), f"{tpl}-{login} answering")
     return time.monotonic() - start
 
 
 def images_pulled(cluster: Cluster, tpl: str) -> bool:
+    """ImagesPulled True, counted on the nodes (not "nothing to pull yet", before the operator
+    has seen the Template's first Userland)."""
     status = cluster.get("template", tpl).get("status") or {}
-    return any(c["type"] == "ImagesPulled" and c["status"] == "True" for c in status.get("conditions") or [])
+    return any(c["type"] == "ImagesPulled" and c["status"] == "True" and "nodes" in c.get("message", "")
+               for c in status.get("conditions") or [])
 
 
-def start_latencies(cluster: Cluster, args: argparse.Namespace) -> dict[str, float]:
+def remove(cluster: Cluster, templates: list[str]) -> None:
+    """Delete the bench's Userlands and Templates and wait until their Pods are gone."""
+    userlands = [u["metadata"]["name"] for u in cluster.get("userlands")["items"]
+                 if u["spec"].get("template") in templates]
+    if userlands:
+        cluster.kubectl("delete", "userlands", *userlands, "--ignore-not-found", "--wait=true")
+    if templates:
+        cluster.kubectl("delete", "templates", *templates, "--ignore-not-found", "--wait=true")
+
+    def no_pods() -> bool:
+        for pod in cluster.get("pods")["items"]:
+            labels = pod["metadata"].get("labels") or {}
+            if (labels.get(naming.LABEL_TEMPLATE) in templates
+                    or labels.get(naming.LABEL_CAPACITY_FOR) in templates):
+                return False
+        return True
+    wait(no_pods, "the bench's Pods gone", timeout=300, interval=1)
+
+
+def start_latencies(cluster: Cluster, registry: Registry, archive: Path, args: argparse.Namespace
+                    ) -> dict[str, Any]:
     cold, prepulled, prestarted = [], [], []
     for run in range(args.repeat):
-        image = fresh_image(args.registry, args.base_image)
-        cluster.apply(template(f"cold-{run}", image))
-        cold.append(first_request_to_ready(cluster, f"cold-{run}", "student"))
-        image = fresh_image(args.registry, args.base_image)
-        cluster.apply(template(f"warm-{run}", image), userland("holder", f"warm-{run}", suspended=True))
-        wait(lambda run=run: images_pulled(cluster, f"warm-{run}"))
-        prepulled.append(first_request_to_ready(cluster, f"warm-{run}", "student"))
-        # Pre-started: the environment runs; what is left is its endpoint being there.
-        start = time.monotonic()
-        wait(lambda run=run: cluster.get("endpoints", f"warm-{run}-student-svc").get("subsets"))
-        prestarted.append(time.monotonic() - start)
-        cluster.kubectl("delete", "template", f"cold-{run}", f"warm-{run}", "--wait=true")
-    return {"cold_s": statistics.median(cold), "prepulled_s": statistics.median(prepulled),
-            "prestarted_s": statistics.median(prestarted)}
+        tag = secrets.token_hex(3)
+        names = [f"{PREFIX}-cold-{run}", f"{PREFIX}-warm-{run}"]
+        try:
+            image = registry.push_variant(archive, REPOSITORY, f"cold-{tag}", args.layer_mib << 20).reference
+            cluster.apply(template(names[0], image))
+            cold.append(first_request_to_working(cluster, names[0], "student"))
+            image = registry.push_variant(archive, REPOSITORY, f"warm-{tag}", args.layer_mib << 20).reference
+            cluster.apply(template(names[1], image), userland("holder", names[1], suspended=True))
+            wait(partial(images_pulled, cluster, names[1]), "ImagesPulled", interval=0.5)
+            prepulled.append(first_request_to_working(cluster, names[1], "student"))
+            # Pre-started: it runs (the schedule woke it); a student's request is answered.
+            start = time.monotonic()
+            wait(partial(answers, cluster, names[1], "student"), "an answer", interval=0.01)
+            prestarted.append(time.monotonic() - start)
+        finally:
+            remove(cluster, names)
+        print(f"round {run + 1}: cold {cold[-1]:.2f} s, pre-pulled {prepulled[-1]:.2f} s, "
+              f"pre-started {prestarted[-1]:.3f} s", file=sys.stderr)
+    medians = {"cold_s": statistics.median(cold), "prepulled_s": statistics.median(prepulled),
+               "prestarted_s": statistics.median(prestarted)}
+    return {**medians, "rounds": {"cold_s": cold, "prepulled_s": prepulled, "prestarted_s": prestarted},
+            "cold_over_prepulled": medians["cold_s"] / medians["prepulled_s"],
+            "cold_over_prestarted": medians["cold_s"] / medians["prestarted_s"],
+            "prepulled_over_prestarted": medians["prepulled_s"] / medians["prestarted_s"]}
 
 
-def lecture(cluster: Cluster, args: argparse.Namespace) -> dict[str, float]:
-    start = (datetime.now(UTC) + timedelta(minutes=6)).replace(second=0, microsecond=0)
-    end = start + timedelta(minutes=30)
-    image = fresh_image(args.registry, args.base_image)
-    cluster.apply(template("lecture", image, idleTimeout="20s", schedule={
-        "timeZone": "UTC", "wakeBefore": "3m", "lectures": [{
-            "days": [start.strftime("%a")], "start": start.strftime("%H:%M"),
-            "end": end.strftime("%H:%M")}]}))
+def ready_times(cluster: Cluster, tpl: str) -> dict[str, datetime]:
+    """Each student's environment's Ready time (its Pod's Ready condition), by login."""
+    found: dict[str, datetime] = {}
+    for pod in cluster.get("pods", "-l", f"{naming.LABEL_TEMPLATE}={tpl}")["items"]:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        login = (pod["metadata"].get("labels") or {}).get(naming.LABEL_USER, "")
+        for cond in pod["status"].get("conditions") or []:
+            if cond["type"] == "Ready" and cond["status"] == "True":
+                found[login] = datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00"))
+    return found
+
+
+def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.Namespace) -> dict[str, Any]:
+    name = f"{PREFIX}-lecture"
+    start = (datetime.now(UTC) + timedelta(minutes=5, seconds=59)).replace(second=0, microsecond=0)
+    zone = "UTC" if 1 <= start.hour <= 22 else "Etc/GMT+6"
+    local = start.astimezone(ZoneInfo(zone))
     logins = [f"s{i:03d}" for i in range(args.lecture)]
-    cluster.apply(*(userland(login, "lecture") for login in logins))
-    wait(lambda: datetime.now(UTC) > start + timedelta(minutes=2), timeout=900)
-    times = [wait(lambda login=login: ready_at(cluster, "lecture", login)) for login in logins]
-    offsets = sorted((t - start).total_seconds() for t in times)
-    cluster.kubectl("delete", "template", "lecture", "--wait=true")
-    return {"environments": len(offsets), "p50_s": statistics.median(offsets),
-            "p99_s": offsets[min(len(offsets) - 1, int(len(offsets) * 0.99))]}
+    try:
+        image = registry.push_variant(archive, REPOSITORY, f"lecture-{secrets.token_hex(3)}",
+                                      args.layer_mib << 20).reference
+        cluster.apply(template(name, image, idleTimeout="20s", schedule={
+            "timeZone": zone, "wakeBefore": "2m", "lectures": [{
+                "days": [local.strftime("%a")], "start": local.strftime("%H:%M"),
+                "end": (local + timedelta(minutes=30)).strftime("%H:%M")}]}))
+        cluster.apply(*(userland(login, name) for login in logins))
+
+        def asleep() -> bool:
+            items = cluster.get("userlands")["items"]
+            return sum(1 for u in items if u["spec"].get("template") == name
+                       and (u.get("status") or {}).get("phase") == "Idle") == len(logins)
+        wait(asleep, "every student asleep before the wake",
+             timeout=(start - datetime.now(UTC)).total_seconds() - 125, interval=1)
+        asleep_at = datetime.now(UTC).replace(microsecond=0)  # Pod times are whole seconds
+
+        def woken() -> dict[str, datetime]:
+            return {k: t for k, t in ready_times(cluster, name).items() if t >= asleep_at}
+
+        # Every environment Ready, or three minutes past the start: a node without room for
+        # all of them leaves some Pending (the course says so), and those are counted, not waited for.
+        give_up = start + timedelta(minutes=3)
+        while len(ready := woken()) < len(logins) and datetime.now(UTC) < give_up:
+            time.sleep(1)
+        lecture_text = cluster.get("template", name)["status"]
+        verdict: dict[str, Any] = next((c for c in lecture_text.get("conditions") or []
+                                        if c["type"] == "LectureReady"), {})
+        offsets = sorted((t - start).total_seconds() for t in ready.values())
+    finally:
+        remove(cluster, [name])
+    return {"environments": len(logins), "ready": len(offsets),
+            "not_ready_3_min_after": len(logins) - len(offsets),
+            "lecture_start": start.isoformat(), "wake_before_s": 120,
+            "p50_s": statistics.median(offsets) if offsets else None,
+            "p99_s": offsets[min(len(offsets) - 1, int(len(offsets) * 0.99))] if offsets else None,
+            "max_s": offsets[-1] if offsets else None, "lecture_ready": verdict.get("message", "")}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--registry", required=True, help="host:port the nodes pull from over plain HTTP")
-    parser.add_argument("--base-image", required=True, help="an image of the test environment (buildah's)")
+    parser.add_argument("--kubeconfig", required=True, help="the node's admin kubeconfig")
+    parser.add_argument("--image", required=True,
+                        help="an image the node has, with a docker-archive tar from scripts/node-images.sh")
+    parser.add_argument("--images-env", required=True, help="what scripts/node-images.sh printed")
     parser.add_argument("--namespace", default="classroom")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lecture", type=int, default=50)
+    parser.add_argument("--layer-mib", type=int, default=64)
     args = parser.parse_args()
     cluster = Cluster(args.kubeconfig, args.namespace)
-    results = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-               "first_request_to_ready": start_latencies(cluster, args),
-               "scheduled_start": lecture(cluster, args)}
+    archive = archive_of(args.image, Path(args.images_env))
+    workdir = Path(tempfile.mkdtemp(prefix="capacity-bench-"))
+    registry = Registry(workdir)
+    try:
+        registry.start()
+        results = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                   "fresh_layer_mib": args.layer_mib,
+                   "first_request_to_working": start_latencies(cluster, registry, archive, args),
+                   "scheduled_start": lecture(cluster, registry, archive, args)}
+    finally:
+        registry.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0

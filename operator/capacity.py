@@ -102,15 +102,19 @@ class Capacity:
             desired = room_rules.desired_placeholders(template, self.settings, wanted)
             actual = await self._apply(DEPLOYMENTS, self.caches.deployments, desired, logger, template)
         if self.local:
-            return Room(False, note="environments run on this machine: no room to hold")
+            return Room(False, note="no room to hold ahead")
         if self.settings.hold_room_seconds == 0:
-            return Room(False, note="no room held (USERLAND_HOLD_ROOM_SECONDS is 0)")
+            return Room(False, note="no room held ahead (turned off by your admin)")
         if not requests:
-            return Room(False, note="no room held (the Template requests no resources)")
+            return Room(False, note="no room held ahead (these environments reserve no CPU or memory)")
         if not window.holding:
             return Room(False, opens=window.opens)
         available = int(((actual or {}).get("status") or {}).get("availableReplicas") or 0) if wanted else 0
         problem = replica_failure(actual) if wanted else ""
+        if problem:
+            # The course's line tells teachers to ask their admin; this is what the admin reads
+            # (as does the Deployment's own ReplicaFailure condition).
+            logger.warning("placeholders for %d environments cannot be made: %s", wanted, problem)
         return Room(True, placeholders=min(available, wanted), problem=problem)
 
     def lecture(self, template: Template, environments: list[Environment], images: ImageProgress,

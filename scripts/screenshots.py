@@ -1,5 +1,6 @@
 """Screenshots of the web UI's main pages, for the README: `python scripts/screenshots.py [OUT]`
-(`--help-only`: only the pages of help in the lab).
+(`--help-only`: only the pages of help in the lab; `--lecture-only`: only the dashboard with a
+lecture coming).
 
 Starts the real pieces on loopback (the control plane with the project's CRDs and RBAC, Redis,
 the gateway with the development login, the web UI as its own ServiceAccount), makes a demo
@@ -18,9 +19,11 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the tests' helpers render a course from deploy/course/
@@ -31,6 +34,9 @@ from playwright.async_api import Page, async_playwright  # noqa: E402
 from tests.web.course_support import apply_rbac, render_course  # noqa: E402
 from userland.local.controlplane import ControlPlane, crd_files, free_port  # noqa: E402
 from userland.local.redisserver import redis_server  # noqa: E402
+from userland.operator.rules.capacity.images import ImageProgress  # noqa: E402
+from userland.operator.rules.capacity.readiness import Room, readiness  # noqa: E402
+from userland.operator.rules.capacity.room import Environment, Window  # noqa: E402
 from userland.platform.clients.kube import (  # noqa: E402
     EVENTS,
     NAMESPACES,
@@ -49,6 +55,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SECRET = "s" * 40
+LECTURE_ZONE = "Europe/Berlin"
 COURSE = "databases-101"
 OTHER = "web-dev-2026"  # labelled as a course, but without the web UI's RoleBinding
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
@@ -109,6 +116,7 @@ async def demo_course(kube: KubeClient) -> None:
         await kube.merge_patch(TEMPLATES, COURSE, name, {"status": {"userlands": users, "conditions": [{
             "type": "Ready", "status": "True" if ready else "False", "reason": reason, "message": message,
             "lastTransitionTime": rfc3339(3600)}]}}, subresource="status")
+    await lecture_coming(kube)
     logins = [f"{first.lower()}-{last.lower()}"[:39] for first, last in zip(FIRST, LAST, strict=True)]
     logins[0] = "alice"
     for i, login in enumerate(logins):
@@ -144,6 +152,47 @@ async def demo_course(kube: KubeClient) -> None:
                     "firstTimestamp": rfc3339(900), "lastTimestamp": rfc3339(60), "count": 14})
             else:
                 await status(kube, COURSE, name, "Ready", "Available", "ready", 5000, url)
+
+
+async def lecture_coming(kube: KubeClient) -> None:
+    """The VS Code Template has a lecture in 12 minutes: its schedule, and the LectureReady
+    condition the operator would write (worded by its own rules) while room is held for its 28
+    expected students and the cluster still lacks room for 4 (docs/capacity.md)."""
+    now = datetime.now(UTC)
+    start = (now + timedelta(minutes=12)).replace(second=0, microsecond=0)
+    local = start.astimezone(ZoneInfo(LECTURE_ZONE))
+    await kube.merge_patch(TEMPLATES, COURSE, "vscode", {"spec": {"schedule": {
+        "timeZone": LECTURE_ZONE, "wakeBefore": "10m", "lectures": [{
+            "days": [local.strftime("%a")], "start": local.strftime("%H:%M"),
+            "end": (local + timedelta(minutes=90)).strftime("%H:%M")}]}}})
+    # 28 expected (2 of 30 suspended): 20 already on a node, 8 asleep; 4 placeholders run.
+    environments = [Environment(has_room=i < 20) for i in range(28)]
+    verdict = readiness(environments, ImageProgress("Pulled", "image on 4/4 nodes", 4, 4),
+                        Room(True, placeholders=4), Window(start, start - timedelta(minutes=30), True),
+                        time_zone=LECTURE_ZONE, now=now)
+    assert verdict is not None
+    obj = await kube.get(TEMPLATES, COURSE, "vscode")
+    conditions = [*(obj.get("status") or {}).get("conditions", []), {
+        "type": "LectureReady", "status": verdict.status, "reason": verdict.reason,
+        "message": verdict.message, "lastTransitionTime": rfc3339(60)}]
+    await kube.merge_patch(TEMPLATES, COURSE, "vscode", {"status": {"conditions": conditions}},
+                           subresource="status")
+
+
+async def drive_lecture(url: str, out: Path) -> None:
+    """The course dashboard with a lecture coming (docs/capacity.md), on a desk and a phone."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            teacher = await (await browser.new_context(viewport={"width": 1280, "height": 520})).new_page()
+            await sign_in(teacher, url, "teacher", f"/courses/{COURSE}")
+            await shoot(teacher, out, "dashboard-lecture", full=False)
+            phone = await (await browser.new_context(viewport={"width": 390, "height": 700},
+                                                     device_scale_factor=2)).new_page()
+            await sign_in(phone, url, "teacher", f"/courses/{COURSE}")
+            await shoot(phone, out, "dashboard-lecture-phone", full=False)
+        finally:
+            await browser.close()
 
 
 async def sign_in(page: Page, url: str, login: str, path: str, shot: Path | None = None) -> None:
@@ -311,7 +360,7 @@ async def drive_help(url: str, out: Path, redis_url: str) -> None:
             await client.aclose()
 
 
-async def main(out: Path, only_help: bool = False) -> None:
+async def main(out: Path, only_help: bool = False, only_lecture: bool = False) -> None:
     state = Path(tempfile.mkdtemp(prefix="userland-screens-"))
     users = {"web-token": ("system:serviceaccount:userland-system:userland-web",
                            ("system:serviceaccounts", "system:authenticated"))}
@@ -341,8 +390,12 @@ async def main(out: Path, only_help: bool = False) -> None:
                                               if k != "handler_cancellation"})
                 servers.append(gateway)
                 print(f"platform at {public_url}; writing screenshots to {out}")
+                if only_lecture:
+                    await drive_lecture(public_url, out)
+                    return
                 if not only_help:
                     await drive(public_url, out)
+                    await drive_lecture(public_url, out)
                 await drive_help(public_url, out, redis_url)
             finally:
                 for server in reversed(servers):
@@ -357,7 +410,7 @@ async def main(out: Path, only_help: bool = False) -> None:
 if __name__ == "__main__":
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is needed (apt-get install chromium)")
-    args = [a for a in sys.argv[1:] if a != "--help-only"]
+    args = [a for a in sys.argv[1:] if a not in ("--help-only", "--lecture-only")]
     target = Path(args[0]) if args else REPO / "docs" / "screenshots"
     target.mkdir(parents=True, exist_ok=True)
-    asyncio.run(main(target, only_help="--help-only" in sys.argv))
+    asyncio.run(main(target, only_help="--help-only" in sys.argv, only_lecture="--lecture-only" in sys.argv))

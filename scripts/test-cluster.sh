@@ -67,6 +67,15 @@ ns=$USERLAND_NODE_NS
 rc=0
 nsenter --net="/run/netns/$ns" .venv/bin/python -m pytest -p no:cacheprovider -q -rA --timeout=1200 \
     --durations=0 tests/cluster "$@" || rc=$?
+# USERLAND_BENCH=capacity: bench/capacity_bench.py on this node, after the suite, against the
+# platform it applied (figures in bench/results/capacity.json).
+if [[ ${USERLAND_BENCH:-} == capacity ]]; then
+    stamp "bench/capacity_bench.py"
+    nsenter --net="/run/netns/$ns" .venv/bin/python bench/capacity_bench.py \
+        --kubeconfig "$USERLAND_NODE_KUBECONFIG" --image "$USERLAND_NODE_IMAGE_testenv" \
+        --images-env "$USERLAND_NODE_STATE/images.env" || rc=1
+    stamp "bench done"
+fi
 # The node's memory while the platform and students ran: its processes and its Pods' cgroups.
 rss_kb=0
 for pidfile in /var/lib/userland-node/pids/*; do

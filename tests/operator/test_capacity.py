@@ -19,6 +19,7 @@ from typing import Any
 from tests.operator.support import Cluster, OperatorRunner, gone, reconciled_since
 from tests.support import eventually
 from tests.support.clock import ManualClock
+from userland.operator.capacity import replica_failure
 from userland.operator.controller import Controller
 from userland.platform.clients.kube import (
     DAEMONSETS,
@@ -239,8 +240,9 @@ async def test_room_is_held_before_a_lecture_and_the_course_says_whether_it_will
         puller = await eventually(lambda: one_puller(kube, namespace))
         await count_nodes(kube, puller, nodes=2, ready=2)
         early = await eventually(lambda: condition_says(
-            kube, namespace, "LectureReady", "Getting ready for 09:00: 3 of 3 environments can start; "
-                                             "image on 2/2 nodes; room held from 08:30"))
+            kube, namespace, "LectureReady", "Getting ready for the lecture at 09:00: 3 of 3 "
+                                             "environments can start; software on all 2 servers; room will "
+                                             "be held from 08:30"))
         assert early["status"] == "Unknown"
         assert await gone(kube, DEPLOYMENTS, namespace, placeholders)
         assert lecture_metric(controller, namespace) == 0
@@ -256,15 +258,16 @@ async def test_room_is_held_before_a_lecture_and_the_course_says_whether_it_will
         assert pod["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": str(2**30)}
         assert pod["nodeSelector"] == {"pool": "students"}
         await eventually(lambda: condition_says(
-            kube, namespace, "LectureReady", "Not ready for 09:00: 3 of 3 environments can start; "
-                                             "image on 2/2 nodes; room for 0, 3 waiting for a node"))
+            kube, namespace, "LectureReady", "Not ready for the lecture at 09:00: 3 of 3 environments "
+                                             "can start; software on all 2 servers; room for 0 of 3 (3 would "
+                                             "wait for a server to be added)"))
         # The placeholders run (a kubelet's word): room for all.
         selector = f"{naming.LABEL_CAPACITY}=room,{naming.LABEL_CAPACITY_FOR}=lab"
         assert await eventually(lambda: _pods(kube, namespace, selector, 3))
         await cluster.make_pods_ready(selector)
         ready = await eventually(lambda: condition_says(
-            kube, namespace, "LectureReady", "Ready for 09:00: 3 of 3 environments can start; "
-                                             "image on 2/2 nodes; room for 3"))
+            kube, namespace, "LectureReady", "Ready for the lecture at 09:00: 3 of 3 environments can "
+                                             "start; software on all 2 servers; room for all 3"))
         assert (ready["status"], ready["reason"]) == ("True", "Ready")
         assert await eventually(lambda: lecture_metric(controller, namespace) == 1)
 
@@ -273,8 +276,9 @@ async def test_room_is_held_before_a_lecture_and_the_course_says_whether_it_will
         await poke_template(kube, namespace, "2")
         assert await eventually(lambda: gone(kube, DEPLOYMENTS, namespace, placeholders))
         await eventually(lambda: condition_says(
-            kube, namespace, "LectureReady", "Getting ready for Mon 09:00: 3 of 3 environments can start; "
-                                             "image on 2/2 nodes; room held from Mon 08:30"))
+            kube, namespace, "LectureReady", "Getting ready for the lecture on Mon at 09:00: 3 of 3 "
+                                             "environments can start; software on all 2 servers; room will "
+                                             "be held from Mon 08:30"))
         # No schedule: no lecture condition, no metric.
         template = await kube.get(TEMPLATES, namespace, "lab")
         del template["spec"]["schedule"]
@@ -292,10 +296,15 @@ async def test_placeholders_that_cannot_be_made_say_why(
     await cluster.create_userland("alice", "lab")
     missing = f"missing-{namespace}"
     async with run_operator(clock=clock, settings_extra={"placeholder_priority_class": missing}):
-        found = await eventually(lambda: _says(kube, namespace, "LectureReady", "placeholders cannot start"),
+        found = await eventually(lambda: _says(kube, namespace, "LectureReady", "tell your admin"),
                                  timeout=60)
-        assert "no PriorityClass with name " + missing in found["message"]
+        # (Its reason names the first part missing: here the images, which no kubelet pulls.)
         assert found["status"] == "False"
+        assert found["message"].endswith("room for 0 of 1 (1 would wait: room for them cannot be held ahead, "
+                                         "tell your admin)")
+        # What the admin reads: the placeholders' Deployment says why (the real controller's words).
+        deployment = await kube.get(DEPLOYMENTS, namespace, naming.placeholders_name("lab"))
+        assert "no PriorityClass with name " + missing in replica_failure(deployment)
 
 
 async def test_under_make_run_nothing_is_pulled_or_held_and_the_status_says_so(
@@ -308,9 +317,8 @@ async def test_under_make_run_nothing_is_pulled_or_held_and_the_status_says_so(
             kube, namespace, "ImagesPulled", "images are local: nothing to pull"))
         assert (images["status"], images["reason"]) == ("True", "ImagesLocal")
         lecture = await eventually(lambda: condition_says(
-            kube, namespace, "LectureReady", "Ready for 09:00: 1 of 1 environment can start; images are "
-                                             "local: nothing to pull; environments run on this machine: no "
-                                             "room to hold"))
+            kube, namespace, "LectureReady", "Ready for the lecture at 09:00: 1 of 1 environment can "
+                                             "start; software on this machine; no room to hold ahead"))
         assert lecture["status"] == "True"
         poked = await poke_template(kube, namespace, "1")
         await reconciled_since(controller, namespace, "lab", poked["metadata"]["resourceVersion"],

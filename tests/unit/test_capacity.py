@@ -17,7 +17,7 @@ import pytest
 from tests.support.golden import check_golden
 from userland.operator.rules.capacity import images, room
 from userland.operator.rules.capacity.images import ImageProgress, hold_rollout, prepull_progress
-from userland.operator.rules.capacity.readiness import Room, readiness
+from userland.operator.rules.capacity.readiness import Room, readiness, software
 from userland.operator.rules.capacity.room import Environment, Window
 from userland.operator.rules.status import Problem, template_status
 from userland.operator.rules.status_events import EventNote, template_events
@@ -286,30 +286,38 @@ def _envs(room_: int, without: int, failed: int = 0) -> list[Environment]:
 READINESS = [
     # (case, environments, images, room, window, status, reason, message)
     ("ready", _envs(20, 280), PULLED, Room(True, placeholders=280), WINDOW, "True", "Ready",
-     "Ready for 09:00: 300 of 300 environments can start; images on 4/4 nodes; room for 300"),
+     "Ready for the lecture at 09:00: 300 of 300 environments can start; software on all 4 servers; "
+     "room for all 300"),
     ("waiting for nodes", _envs(0, 300), PULLED, Room(True, placeholders=280), WINDOW, "False",
-     "WaitingForNodes", "Not ready for 09:00: 300 of 300 environments can start; images on 4/4 nodes; "
-                        "room for 280, 20 waiting for a node"),
+     "WaitingForNodes", "Not ready for the lecture at 09:00: 300 of 300 environments can start; software on "
+                        "all 4 servers; room for 280 of 300 (20 would wait for a server to be added)"),
     ("images pulling", _envs(300, 0), ImageProgress("Pulling", "images on 3/4 nodes", 3, 4), Room(True),
      WINDOW, "False", "ImagesPulling",
-     "Not ready for 09:00: 300 of 300 environments can start; images on 3/4 nodes; room for 300"),
+     "Not ready for the lecture at 09:00: 300 of 300 environments can start; software on 3 of 4 servers, "
+     "still copying; room for all 300"),
     ("failing", _envs(290, 0, failed=10), PULLED, Room(True), WINDOW, "False", "EnvironmentsFailing",
-     "Not ready for 09:00: 290 of 300 environments can start; images on 4/4 nodes; room for 290"),
+     "Not ready for the lecture at 09:00: 290 of 300 environments can start; software on all 4 servers; "
+     "room for all 290"),
     ("before the window", _envs(0, 300), PULLED, Room(False, opens=NINE - timedelta(minutes=30)),
      Window(NINE, NINE - timedelta(minutes=30), False), "Unknown", "RoomNotHeldYet",
-     "Getting ready for 09:00: 300 of 300 environments can start; images on 4/4 nodes; room held from 08:30"),
+     "Getting ready for the lecture at 09:00: 300 of 300 environments can start; software on all 4 servers; "
+     "room will be held from 08:30"),
     ("make run", _envs(0, 3), ImageProgress("ImagesLocal", "images are local: nothing to pull"),
-     Room(False, note="environments run on this machine: no room to hold"), Window(NINE, None, False),
-     "True", "Ready", "Ready for 09:00: 3 of 3 environments can start; images are local: nothing to pull; "
-                      "environments run on this machine: no room to hold"),
+     Room(False, note="no room to hold ahead"), Window(NINE, None, False),
+     "True", "Ready", "Ready for the lecture at 09:00: 3 of 3 environments can start; software on this "
+                      "machine; no room to hold ahead"),
     ("placeholders refused", _envs(0, 2), PULLED,
      Room(True, problem='pods "lab--room-x" is forbidden: no PriorityClass with name userland-placeholder'),
-     WINDOW, "False", "WaitingForNodes",
-     "Not ready for 09:00: 2 of 2 environments can start; images on 4/4 nodes; room for 0, 2 waiting for a "
-     'node; placeholders cannot start: pods "lab--room-x" is forbidden: no PriorityClass with name '
-     "userland-placeholder"),
+     WINDOW, "False", "RoomRefused",
+     "Not ready for the lecture at 09:00: 2 of 2 environments can start; software on all 4 servers; room for "
+     "0 of 2 (2 would wait: room for them cannot be held ahead, tell your admin)"),
     ("one student, next week", _envs(1, 0), PULLED, Room(True), Window(NINE + timedelta(days=7), None, True),
-     "True", "Ready", "Ready for Mon 09:00: 1 of 1 environment can start; images on 4/4 nodes; room for 1"),
+     "True", "Ready", "Ready for the lecture on Mon at 09:00: 1 of 1 environment can start; software on all "
+                      "4 servers; room for 1"),
+    ("no server fits", _envs(0, 2), ImageProgress("NoNodes", "no node can run ..."), Room(True), WINDOW,
+     "False", "NoNodes",
+     "Not ready for the lecture at 09:00: 2 of 2 environments can start; no server can run these "
+     "environments: tell your admin; room for 0 of 2 (2 would wait for a server to be added)"),
 ]
 
 
@@ -321,6 +329,19 @@ def test_ready_for_the_lecture(case: str, envs: list[Environment], progress: Ima
     assert verdict is not None
     assert (verdict.status, verdict.reason, verdict.message) == (status, reason, message)
     assert verdict.ready is (status == "True")
+
+
+@pytest.mark.parametrize(("progress", "words"), [
+    (ImageProgress("Pulled", "image on 1/1 nodes", 1, 1), "software on the server"),
+    (ImageProgress("Pulled", "no environment uses this Template: nothing to pull yet"), "software ready"),
+    (ImageProgress("Pulling", "images on 0 nodes yet: waiting for the nodes to be counted"),
+     "software being copied to the servers"),
+    (ImageProgress("Pulling", "images on 1/4 nodes; environments no longer wait ...", 1, 4, late=True),
+     "software on 1 of 4 servers, still copying (taking long: students may wait for it)"),
+])
+def test_where_the_software_is_in_a_teachers_words(progress: ImageProgress, words: str) -> None:
+    assert software(progress) == words
+    assert not any(jargon in words for jargon in ("node", "image", "Pod", "DaemonSet"))
 
 
 def test_no_lecture_ahead_no_verdict() -> None:
@@ -346,7 +367,7 @@ def test_the_status_says_when_environments_stop_waiting_for_the_image() -> None:
     late = images.past_the_wait(pulling, status, now=MONDAY_8 + timedelta(minutes=30), limit=1800)
     assert late.message == ("images on 1/4 nodes; environments no longer wait for it (it has been pulling "
                             "for over 30 min): they pull it as they start")
-    assert late.reason == "Pulling"
+    assert (late.reason, late.late) == ("Pulling", True)
     assert images.pull_wait_ends(_status(4, "True", "Pulled"), 1800) is None
     assert images.pull_wait_ends(_status(4, "False", "NoNodes"), 1800) is None
     assert images.pull_wait_ends(status, 0) is None
@@ -370,4 +391,5 @@ def test_template_events_tell_pulled_images_and_the_lecture_verdict_once() -> No
     assert [n.reason for n in template_events(pulled, not_ready)] == ["NotReadyForLecture"]
     assert template_events(not_ready, now_ready)[-1] == EventNote(
         "Normal", "ReadyForLecture",
-        "Ready for 08:00: 2 of 2 environments can start; images on 4/4 nodes; room for 2")
+        "Ready for the lecture at 08:00: 2 of 2 environments can start; software on all 4 servers; "
+        "room for all 2")

@@ -323,8 +323,9 @@ async def test_the_dashboard_says_whether_the_course_is_ready_for_its_lecture(
             "spec": {"displayName": "Lab", "routing": {"host": "ide.example.edu"}, "port": 8080,
                      "podSpec": {"containers": [{"name": "ide", "image": "ide:1"}]}}}
     await kube.create(TEMPLATES, cs, body)
-    message = ("Not ready for 09:00: 2 of 2 environments can start; image on 4/4 nodes; "
-               "room for 1, 1 waiting for a node")
+    details = ("2 of 2 environments can start; software on all 4 servers; room for 1 of 2 (1 would wait for "
+               "a server to be added)")
+    message = f"Not ready for the lecture at 09:00: {details}"
     await kube.merge_patch(TEMPLATES, cs, "ide", {"status": {"conditions": [
         {"type": "Ready", "status": "True", "reason": "Valid", "message": "ok"},
         {"type": "LectureReady", "status": "False", "reason": "WaitingForNodes", "message": message}]}},
@@ -332,6 +333,7 @@ async def test_the_dashboard_says_whether_the_course_is_ready_for_its_lecture(
 
     async def page() -> str | None:
         text = await (await client.get(f"/courses/{cs}", headers=headers("teacher"))).text()
-        return text if message in text else None
+        return text if details in text else None
     text = await eventually(page)
-    assert f'<p class="notice lecture bad" data-ready="False"><strong>Lab</strong>: {message}</p>' in text
+    assert ('<p class="notice lecture bad" data-ready="False"><strong>Lab: not ready for the lecture at '
+            f'09:00</strong><br>{details}</p>') in text

@@ -277,6 +277,11 @@ def test_lecture_lines_say_what_the_operator_says_of_each_scheduled_template() -
     assert dashboard.lecture_lines(templates) == [
         dashboard.LectureLine("a", None, "Getting ready for 09:00"),
         dashboard.LectureLine("Lab", True, "Ready for 09:00: 3 of 3 environments can start")]
+    # Shown as a headline and its details (the operator's message is "<verdict>: <parts>").
+    line = dashboard.lecture_lines(templates)[1]
+    assert (line.headline, line.details) == ("ready for 09:00", "3 of 3 environments can start")
+    first = dashboard.lecture_lines(templates)[0]
+    assert (first.headline, first.details) == ("getting ready for 09:00", "")
     # The slim Template keeps only the Ready condition and the lecture's words.
     assert templates["b"]["status"]["conditions"] == [
         {"type": "Ready", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": None}]

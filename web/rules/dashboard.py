@@ -316,17 +316,28 @@ def advice(env: Environment) -> str:
 
 @dataclass(frozen=True)
 class LectureLine:
-    """One line about a Template's next lecture: `ready` None while it is not known yet."""
+    """One line about a Template's next lecture: `ready` None while it is not known yet;
+    `headline` ("not ready for the lecture at 09:00") and `details` (what is and is not there)."""
 
     title: str
     ready: bool | None
     message: str
 
+    @property
+    def headline(self) -> str:
+        head = self.message.partition(": ")[0]
+        return head[:1].lower() + head[1:]
+
+    @property
+    def details(self) -> str:
+        return self.message.partition(": ")[2]
+
 
 def lecture_lines(templates: Mapping[str, JSON]) -> list[LectureLine]:
     """What the operator says of each scheduled Template's next lecture (its LectureReady
-    condition, slimmed by web/rules/slim.py): "Ready for 09:00: 300 of 300 environments ...",
-    by the Template's title."""
+    condition, slimmed by web/rules/slim.py, worded for teachers by
+    operator/rules/capacity/readiness.py): "Ready for the lecture at 09:00: 300 of 300
+    environments can start; ...", by the Template's title."""
     lines = []
     for name, obj in sorted(templates.items()):
         lecture = (obj.get("status") or {}).get("lecture")

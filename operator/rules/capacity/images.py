@@ -130,6 +130,7 @@ class ImageProgress:
     message: str
     ready: int = 0
     nodes: int = 0
+    late: bool = False  # pulling for longer than environments wait for it (past_the_wait)
 
     @property
     def complete(self) -> bool:
@@ -185,8 +186,9 @@ def past_the_wait(progress: ImageProgress, template_status: JSON, *, now: dateti
     if ends is None or now < ends:
         return progress
     minutes = round(limit / 60)
-    return replace(progress, message=f"{progress.message}; environments no longer wait for it (it has been "
-                                     f"pulling for over {minutes} min): they pull it as they start")
+    return replace(progress, late=True,
+                   message=f"{progress.message}; environments no longer wait for it (it has been "
+                           f"pulling for over {minutes} min): they pull it as they start")
 
 
 def deployment_images(deployment: JSON | None) -> tuple[str, ...]:

@@ -1,17 +1,21 @@
 """Will a course be ready for its next lecture? (pure)
 
 From the cluster as the operator sees it: the Template's expected environments (its Userlands
-that are not suspended) and which of them can start, on how many nodes its images are, and how
-much room is held (environments already on a node, placeholders running), a verdict and one
-line a teacher reads:
+that are not suspended) and which of them can start, on how many servers (nodes) its images are,
+and how much room is held (environments already on a node, placeholders running), a verdict and
+one line a teacher reads on the class dashboard, in their words (no Pods, nodes or images):
 
-    Ready for 09:00: 300 of 300 environments can start; images on 4/4 nodes; room for 300
-    Not ready for 09:00: 300 of 300 environments can start; images on 4/4 nodes; room for 280,
-    20 waiting for a node
+    Ready for the lecture at 09:00: 300 of 300 environments can start; software on all 4
+    servers; room for all 300
+    Not ready for the lecture at 09:00: 300 of 300 environments can start; software on all 4
+    servers; room for 280 of 300 (20 would wait for a server to be added)
 
 The verdict is the Template's `LectureReady` condition (True, False; Unknown while the room is
 not held yet, before the hold window), /metrics' `userland_lecture_ready`, and the alert when a
 lecture is 10 minutes away and the course is not ready (docs/runbooks/UserlandLectureNotReady.md).
+Its reason says which part is missing for an admin; the details an admin needs are elsewhere
+(the `ImagesPulled` condition says "images on 3/4 nodes", the placeholders' Deployment why they
+cannot start).
 """
 
 from __future__ import annotations
@@ -57,10 +61,31 @@ class Readiness:
         return self.status == "True"
 
 
-def _clock(moment: datetime, zone: str, now: datetime) -> str:
-    """`09:00`, or `Tue 09:00` when the lecture is not today, in the schedule's zone."""
+def _when(moment: datetime, zone: str, now: datetime) -> str:
+    """`at 09:00`, or `on Tue at 09:00` when the lecture is not today, in the schedule's zone."""
     local, today = moment.astimezone(ZoneInfo(zone)), now.astimezone(ZoneInfo(zone))
-    return local.strftime("%H:%M") if local.date() == today.date() else local.strftime("%a %H:%M")
+    return f"at {local:%H:%M}" if local.date() == today.date() else f"on {local:%a} at {local:%H:%M}"
+
+
+def _clock(moment: datetime, zone: str, now: datetime) -> str:
+    """`09:00`, or `Tue 09:00` when it is not today."""
+    local, today = moment.astimezone(ZoneInfo(zone)), now.astimezone(ZoneInfo(zone))
+    return f"{local:%H:%M}" if local.date() == today.date() else f"{local:%a %H:%M}"
+
+
+def software(images: ImageProgress) -> str:
+    """Where the Template's images are, as a teacher reads it."""
+    if images.reason == "ImagesLocal":
+        return "software on this machine"
+    if images.reason == "NoNodes":
+        return "no server can run these environments: tell your admin"
+    if images.reason == "Pulled" and images.nodes:
+        return "software on the server" if images.nodes == 1 else f"software on all {images.nodes} servers"
+    if images.reason == "Pulled":
+        return "software ready"  # nothing to pull yet (no environment uses the Template)
+    copying = (f"software on {images.ready} of {images.nodes} servers, still copying" if images.nodes
+               else "software being copied to the servers")
+    return f"{copying} (taking long: students may wait for it)" if images.late else copying
 
 
 def readiness(environments: list[Environment], images: ImageProgress, room: Room, window: Window, *,
@@ -74,16 +99,20 @@ def readiness(environments: list[Environment], images: ImageProgress, room: Room
     on_nodes = sum(1 for e in environments if e.has_room and not e.failed)
     room_for = min(can_start, on_nodes + room.placeholders)
     waiting = can_start - room_for
-    parts = [f"{can_start} of {expected} environment{'' if expected == 1 else 's'} can start", images.message]
+    parts = [f"{can_start} of {expected} environment{'' if expected == 1 else 's'} can start",
+             software(images)]
     if room.note:
         parts.append(room.note)
     elif not room.held:
-        parts.append(f"room held from {_clock(room.opens, time_zone, now)}" if room.opens is not None
+        parts.append(f"room will be held from {_clock(room.opens, time_zone, now)}" if room.opens is not None
                      else "no room held")
+    elif room.problem and waiting:
+        parts.append(f"room for {room_for} of {can_start} ({waiting} would wait: room for them cannot be "
+                     "held ahead, tell your admin)")
+    elif waiting:
+        parts.append(f"room for {room_for} of {can_start} ({waiting} would wait for a server to be added)")
     else:
-        parts.append(f"room for {room_for}" + (f", {waiting} waiting for a node" if waiting else ""))
-        if room.problem:
-            parts.append(f"placeholders cannot start: {room.problem}")
+        parts.append(f"room for all {room_for}" if room_for > 1 else f"room for {room_for}")
     reason, status = "Ready", "True"
     status_: Status
     if failed:
@@ -91,10 +120,10 @@ def readiness(environments: list[Environment], images: ImageProgress, room: Room
     elif not images.complete:
         reason, status = ("ImagesPulling" if images.reason == "Pulling" else images.reason), "False"
     elif room.held and waiting:
-        reason, status = "WaitingForNodes", "False"
+        reason, status = ("RoomRefused" if room.problem else "WaitingForNodes"), "False"
     elif not room.held and not room.note:
         reason, status = "RoomNotHeldYet", "Unknown"
     status_ = "True" if status == "True" else "False" if status == "False" else "Unknown"
     words = {"True": "Ready", "False": "Not ready", "Unknown": "Getting ready"}[status_]
-    message = f"{words} for {_clock(window.start, time_zone, now)}: " + "; ".join(parts)
+    message = f"{words} for the lecture {_when(window.start, time_zone, now)}: " + "; ".join(parts)
     return Readiness(status_, reason, message, window.start, expected, can_start, room_for, waiting)
