@@ -175,10 +175,14 @@ async def direct(n: int, cpu: float, work: Path, concurrency: int) -> float:
 class Bench:
     def __init__(self, kube: KubeClient, git: GitServer, args: argparse.Namespace, log: Path) -> None:
         self.kube, self.git, self.args, self.log = kube, git, args, log
+        self.collected: dict[tuple[str, str], float] = {}
 
     async def students(self, ns: str, name: str) -> list[JSON]:
-        obj = await self.kube.get(ASSIGNMENTS, ns, name)
-        return list((obj.get("status") or {}).get("students") or [])
+        status = (await self.kube.get(ASSIGNMENTS, ns, name)).get("status") or {}
+        found = list(status.get("students") or [])
+        if status.get("collected") == f"{len(found)}/{len(found)}":
+            self.collected.setdefault((ns, name), time.monotonic())  # every copy taken: first seen
+        return found
 
     async def assignment(self, ns: str, name: str, repo: str) -> None:
         await self.kube.create(ASSIGNMENTS, ns, {
@@ -354,6 +358,7 @@ async def main_async(args: argparse.Namespace) -> JSON:
                 "ratio_to_ideal": round(elapsed / ideal, 2),
                 "ratio_to_direct": round(elapsed / result["direct_s"], 2),
                 "scores": arrivals(done, deadline),
+                "every_copy_taken_s": round(bench.collected[(COURSES[0], "one")] - deadline, 1),
                 "graders": len(graders), "grader_cpu_s": round(grader_cpu, 1),
                 "all_cpu_s": round(spent, 1),
                 "platform_cpu_per_copy_s": round((spent - grader_cpu) / n, 3),
@@ -394,6 +399,8 @@ async def main_async(args: argparse.Namespace) -> JSON:
                 "ideal_both_s": round((n + second) * cpu / CORES, 1),
                 "big": {"course": COURSES[0], "students": n, **arrivals(seen[targets[0]], deadline)},
                 "small": {"course": COURSES[1], "students": second, **arrivals(seen[targets[1]], deadline)},
+                "every_copy_taken_s": {ns: round(bench.collected[(ns, "fair")] - deadline, 1)
+                                       for ns in COURSES},
                 "small_alone_ideal_s": round(second * cpu / CORES, 1),
                 "load": load.summary()}
             print(f"two courses: {result['two_courses']}", flush=True)
