@@ -212,13 +212,18 @@ def _mounts(container: JSON, folders: Mapping[str, str]) -> list[tuple[str, str]
 
 
 def localize_paths(text: str, mounts: Sequence[tuple[str, str]]) -> str:
-    """`text` with every mount path (a whole path or its prefix) replaced by its local folder."""
+    """`text` with every mount path (a whole path or its prefix) replaced by its local folder, in
+    one pass: a folder put in is never read again as a mount path (a grading Pod mounts /tmp, and
+    its tests' folder may be a local folder under /tmp), and the longest mount path wins."""
+    folders: dict[str, str] = {}
     for mount_path, local in mounts:
-        if mount_path == "/":
-            continue  # a volume over the whole root has no meaning here
-        pattern = re.compile(r"(?<![\w.\-/])" + re.escape(mount_path) + r"(?=$|/|[^\w.\-])")
-        text = pattern.sub(lambda _, folder=local: folder, text)  # type: ignore[misc]
-    return text
+        if mount_path != "/":  # a volume over the whole root has no meaning here
+            folders.setdefault(mount_path, local)
+    if not folders:
+        return text
+    paths = "|".join(re.escape(path) for path in sorted(folders, key=len, reverse=True))
+    pattern = re.compile(r"(?<![\w.\-/])(" + paths + r")(?=$|/|[^\w.\-])")
+    return pattern.sub(lambda found: folders[found.group(1)], text)
 
 
 # -- containers

@@ -66,6 +66,14 @@ def test_mount_paths_become_local_folders_on_path_boundaries_only() -> None:
     assert localize_paths("/home/coderx /srv/home/coder", mounts) == "/home/coderx /srv/home/coder"
 
 
+def test_a_local_folder_put_in_is_never_read_again_as_a_mount_path() -> None:
+    """A grading Pod mounts /tmp and its tests at /autograder/source; under `make run` with its
+    state under /tmp, the tests' local folder is itself under /tmp and must stay as it is."""
+    mounts = [("/autograder/source", "/tmp/state/v/source"), ("/tmp", "/tmp/state/v/tmp")]
+    assert localize_paths("/autograder/source/run_autograder", mounts) == "/tmp/state/v/source/run_autograder"
+    assert localize_paths("/tmp/x /autograder/source", mounts) == "/tmp/state/v/tmp/x /tmp/state/v/source"
+
+
 def pod(*containers: JSON, volumes: list[JSON] | None = None, init: list[JSON] | None = None) -> JSON:
     spec: JSON = {"containers": list(containers)}
     if volumes is not None:
