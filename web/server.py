@@ -33,7 +33,14 @@ async def serve(settings: Settings, options: WebOptions) -> None:
     runner = web.AppRunner(app, access_log=None, handle_signals=True)
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port, reuse_address=True)
-    await site.start()
+    try:
+        await site.start()
+    except OSError:
+        # The app's start-up tasks (watches, the roster sync) already hold connections to the API
+        # server: end them in order, or asyncio.run's teardown cuts their TLS connections and
+        # logs "Fatal error on SSL protocol" beside the one clear line cli/main.py prints.
+        await runner.cleanup()
+        raise
     # Probes and Prometheus: a listener of their own, which the gateway never forwards to.
     internal = web.AppRunner(create_internal_app(app), access_log=None, handle_signals=False)
     await internal.setup()
