@@ -131,9 +131,15 @@ async def _serve(app: web.Application, settings: Settings, options: ServerOption
     internal = web.AppRunner(create_internal_app(app), handle_signals=False, access_log=None)
     await internal.setup()
     internal_site = web.TCPSite(internal, internal_host, internal_port, reuse_port=reuse_port)
-    await internal_site.start()
     site = web.TCPSite(runner, options.host, options.port, reuse_port=reuse_port, backlog=2048)
-    await site.start()
+    try:
+        await internal_site.start()
+        await site.start()
+    except OSError:
+        # End the start-up tasks' connections in order before the error (web/server.py says why).
+        await internal.cleanup()
+        await runner.cleanup()
+        raise
     log.info("gateway listening", extra={"listen": f"{options.host}:{options.port}",
                                          "internal_listen": settings.internal_listen,
                                          "upstream_mode": settings.upstream_mode})
