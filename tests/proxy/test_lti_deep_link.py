@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported from test_lti_link are parameters here)
 """Deep linking end to end: a teacher adds Userland to an LMS module and picks what the link opens.
 
 Real: the LTI platform (lti1p3platform over aiohttp, tests/support/lti_launch_platform.py) makes
@@ -10,11 +11,9 @@ its LTI namespace here), reads the tool's key from the Secret the gateway made, 
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,25 +25,23 @@ import redis.asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from tests.support import MUST_COMPLETE, eventually
 from tests.support.lti_launch_platform import (
     INSTRUCTOR,
     LEARNER,
     TEACHING_ASSISTANT,
     LaunchSpec,
-    LtiTestPlatform,
 )
-from tests.web.course_support import apply_rbac, make_course, web_client
+from tests.web.course_support import make_course, web_client
 from userland.auth.lti_store import LtiStore
 from userland.local.controlplane import ControlPlane
 from userland.platform.clients.kube import ASSIGNMENTS, TEMPLATES, KubeClient, Resource
-from userland.platform.model import identity, naming
+from userland.platform.model import naming
 from userland.platform.model.settings import Settings
-from userland.web.app import create_app
 from userland.web.rules import lti_grades, security
 
-from .conftest import PUBLIC_URL, SECRET, GatewayFactory, template_body
-from .lti_flow import HOST, LtiFlow, ready_condition, register
+from .conftest import PUBLIC_URL, SECRET, template_body
+from .lti_flow import HOST, LtiFlow, started_web_ui
+from .test_lti_link import flow, rbac, registration, signed  # noqa: F401  (fixtures)
 
 Client = TestClient[web.Request, web.Application]
 SESSION = "5e55" * 8
@@ -57,12 +54,6 @@ _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _CHOICE = re.compile(r'name="choice" value="([^"]+)"')
 _JWT = re.compile(r'name="JWT" value="([^"]+)"')
 _ACTION = re.compile(r'<form method="post" action="([^"]+)" id="deep-link-answer"')
-
-
-@pytest.fixture(scope="module")
-def rbac(control_plane: ControlPlane) -> ControlPlane:
-    apply_rbac(control_plane)
-    return control_plane
 
 
 @pytest.fixture
@@ -88,49 +79,19 @@ async def course(rbac: ControlPlane, namespace: str, kube: KubeClient) -> str:
 @pytest.fixture
 async def web_ui(aiohttp_client: Callable[[web.Application], Awaitable[Client]], rbac: ControlPlane,
                  course: str, redis_url: str, tmp_path: Path) -> AsyncIterator[Client]:
+    """The web UI with LTI on: this test's namespace is its LTI namespace."""
     conn = redis.asyncio.Redis.from_url(redis_url)
     settings = Settings(redis_url=redis_url, identity_secret=SECRET, public_url=PUBLIC_URL,
                         cookie_secure=False, lti_namespace=course, lti_sync_minutes=60)
     async with web_client(rbac, tmp_path) as kube:
-        client = await aiohttp_client(create_app(settings, kube=kube, redis_client=conn))
-        deadline = time.monotonic() + 20
-        while (await client.get("/healthz")).status != 200:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
-        yield client
+        yield await started_web_ui(aiohttp_client, kube, conn, settings)
     await conn.aclose()
 
 
-@pytest.fixture
-async def flow(gateway_factory: GatewayFactory, kube: KubeClient, course: str,
-               redis_url: str) -> AsyncIterator[LtiFlow]:
-    rdb = redis.asyncio.Redis.from_url(redis_url)
-    await rdb.flushdb()
-    await rdb.aclose()
-    lms = await LtiTestPlatform(PUBLIC_URL).start()
-    await register(kube, course, registration(course), lms.spec())
-    gateway = await gateway_factory(lti_namespace=course)
-
-    async def ready() -> bool:
-        condition = await ready_condition(kube, course, registration(course))
-        return condition.get("status") == "True" and (
-            await gateway.get("/lti/jwks", headers=HOST)).status == 200
-
-    await eventually(ready, timeout=MUST_COMPLETE)
-    # The LMS checks answers against the tool's key set exactly as the gateway publishes it.
-    lms.tool_jwks = await (await gateway.get("/lti/jwks", headers=HOST)).json()
-    async with aiohttp.ClientSession() as http:
-        yield LtiFlow(gateway, lms, http)
-    await lms.close()
-
-
-def registration(course: str) -> str:
-    return f"lms-{course}"
-
-
-def signed(login: str) -> dict[str, str]:
-    ident = identity.for_audience(login, "web", role="student", session=SESSION)
-    return {**dict(identity.identity_headers(ident, SECRET)), "Origin": PUBLIC_URL}
+@pytest.fixture(autouse=True)
+async def lms_reads_the_tool_keys(flow: LtiFlow) -> None:
+    """The LMS checks answers against the tool's key set exactly as the gateway publishes it."""
+    flow.platform.tool_jwks = await (await flow.gateway.get("/lti/jwks", headers=HOST)).json()
 
 
 def person(user_id: str, email: str, role: str, *, deep_linking: bool = False) -> LaunchSpec:
