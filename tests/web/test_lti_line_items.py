@@ -11,8 +11,10 @@ gateway writes it). The course, its LMS link and the tool's key come from test_l
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import redis.asyncio
 
 from tests.support.lti_services_platform import LineItem, LtiServicesPlatform
@@ -62,12 +64,18 @@ async def note(redis_url: str, namespace: str, registration: str, context: str =
     await conn.aclose()
 
 
+@pytest.fixture
+async def sync(as_web: KubeClient, redis_url: str) -> AsyncIterator[RosterSync]:
+    """The web UI's LMS loop, as its ServiceAccount (its grade pass calls follow_launched)."""
+    conn = redis.asyncio.Redis.from_url(redis_url)
+    yield RosterSync(as_web, conn, SYSTEM)
+    await conn.aclose()
+
+
 async def test_a_launched_assignment_finds_its_column_and_follows_its_end_date(
-    lms: LtiServicesPlatform, course: str, kube: KubeClient, as_web: KubeClient, redis_url: str
+    lms: LtiServicesPlatform, course: str, kube: KubeClient, sync: RosterSync, redis_url: str
 ) -> None:
     registration, column = await deep_linked(kube, course, lms)
-    conn = redis.asyncio.Redis.from_url(redis_url)
-    sync = RosterSync(as_web, conn, SYSTEM)
     # Not launched yet: nothing is asked of the LMS.
     assert await follow_launched(sync, course) == 0 and lms.service_requests == []
     await note(redis_url, course, registration)
@@ -88,20 +96,16 @@ async def test_a_launched_assignment_finds_its_column_and_follows_its_end_date(
     await note(redis_url, course, registration)
     await follow_launched(sync, course)
     assert (await kube.get(ASSIGNMENTS, course, NAME))["spec"]["due"] == "2030-12-24T10:00:00Z"
-    await conn.aclose()
 
 
 async def test_a_launch_from_another_lms_course_links_nothing(
-    lms: LtiServicesPlatform, course: str, kube: KubeClient, as_web: KubeClient, redis_url: str
+    lms: LtiServicesPlatform, course: str, kube: KubeClient, sync: RosterSync, redis_url: str
 ) -> None:
     registration, _ = await deep_linked(kube, course, lms)
-    conn = redis.asyncio.Redis.from_url(redis_url)
-    sync = RosterSync(as_web, conn, SYSTEM)
     for who, context in (("other-registration", "c1"), (registration, "c2")):
         await note(redis_url, course, who, context)
         assert await follow_launched(sync, course) == 0
     obj = await kube.get(ASSIGNMENTS, course, NAME)
     assert "lti" not in (obj.get("status") or {}) and obj["spec"]["due"] == "2030-12-07T23:59:00Z"
     assert lms.service_requests == []
-    assert await conn.hgetall(f"userland:lti-assignment-launches:{course}") == {}
-    await conn.aclose()
+    assert await sync.redis.hgetall(f"userland:lti-assignment-launches:{course}") == {}
