@@ -54,6 +54,8 @@ from userland.auth.lti_registry import KeySetUnavailable
 from userland.auth.lti_store import LtiStore, NameTaken, PendingLaunch, browser_secret
 from userland.auth.rules import lti_identity
 from userland.auth.rules.lti_launch import (
+    CUSTOM,
+    DEEP_LINKING_SETTINGS,
     Launch,
     LaunchRefused,
     check_claims,
@@ -65,6 +67,7 @@ from userland.auth.rules.lti_launch import (
 from userland.platform.model import naming
 from userland.platform.model.keyspace import digest
 from userland.platform.model.lti import LtiRegistration, find_registration
+from userland.platform.model.lti_links import assignment_named, linked_courses
 from userland.platform.model.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -270,11 +273,13 @@ async def launch(request: web.Request) -> web.StreamResponse:
             "Your Userland name belongs to another account",
             f"The name {exc.login} you had here now belongs to another account. Ask an admin to check.",
         )
+    await _note_assignment(lti, checked, registration)
     proven = _cookie_proves(request, state, pending)
     landing = _landing(lti, checked, registration, auth_context(request).proto)
     if landing.course_page:
         course = await lti.store.remember_course(_course_payload(checked, registration, login_name))
-        landing = Landing(f"{COURSE_PAGE}?" + urlencode({"launch": course}))
+        page = DEEP_LINK_PAGE if checked.deep_linking else COURSE_PAGE
+        landing = Landing(f"{page}?" + urlencode({"launch": course}))
     ticket = await lti.store.issue_ticket(
         {
             "login": login_name,
@@ -326,6 +331,8 @@ async def launch(request: web.Request) -> web.StreamResponse:
 # The web UI's page that links an LMS course to a Userland course and gives LMS staff their
 # course role (web/lti_link.py).
 COURSE_PAGE = "/lms/course"
+# The web UI's content picker for a deep-linking launch by staff (web/lti_deep_link.py).
+DEEP_LINK_PAGE = "/lms/deep-link"
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 
@@ -343,7 +350,7 @@ def _claim_url(claims: Any, claim: str, key: str) -> str:
     return url[:2048] if isinstance(url, str) else ""
 
 
-def _course_payload(launch: Launch, registration: LtiRegistration, login_name: str) -> dict[str, str]:
+def _course_payload(launch: Launch, registration: LtiRegistration, login_name: str) -> dict[str, Any]:
     """What the web UI's course page needs of the launch (platform/model/keyspace.py lti_course_key)."""
     return {
         "login": login_name,
@@ -353,7 +360,46 @@ def _course_payload(launch: Launch, registration: LtiRegistration, login_name: s
         "role": lti_identity.course_role(launch.roles) or "",
         "memberships": _claim_url(launch.claims, NRPS_CLAIM, "context_memberships_url"),
         "lineitems": _claim_url(launch.claims, AGS_CLAIM, "lineitems"),
+        **({"deep_link": _deep_link_payload(launch)} if launch.deep_linking else {}),
     }
+
+
+def _deep_link_payload(launch: Launch) -> dict[str, Any]:
+    """What the content picker answers with: the request's deployment and the settings claim's
+    return URL, accepted types and opaque `data` (checked again by the web UI before use)."""
+    settings = launch.claims.get(DEEP_LINKING_SETTINGS)
+    claim = settings if isinstance(settings, dict) else {}
+    types = claim.get("accept_types")
+    data = claim.get("data")
+    return_url = claim.get("deep_link_return_url")
+    return {
+        "deployment_id": launch.deployment_id,
+        "deep_link_return_url": return_url[:2048] if isinstance(return_url, str) else "",
+        "accept_types": ([t[:100] for t in types[:20] if isinstance(t, str)]
+                         if isinstance(types, list) else []),
+        "accept_multiple": claim.get("accept_multiple") is not False,
+        **({"data": data[:4096]} if isinstance(data, str) else {}),
+    }
+
+
+async def _note_assignment(lti: LtiContext, launch: Launch, registration: LtiRegistration) -> None:
+    """A resource link of an Assignment (its deep link's custom parameter), launched from an LMS
+    course linked to the Assignment's course: the web UI finds its gradebook column now
+    (web/lti_line_items.py). Nothing else follows from it; a failure here never stops the launch."""
+    named = assignment_named(launch.claims.get(CUSTOM))
+    if launch.deep_linking or named is None or lti.courses is None:
+        return
+    namespace, name = named
+    if namespace not in {ns for ns, _ in linked_courses(lti.courses.items(), registration.name,
+                                                        launch.context_id)}:
+        return
+    try:
+        await lti.store.note_assignment_launch(namespace, name, {
+            "registration": registration.name, "context": launch.context_id,
+            "lineitem": _claim_url(launch.claims, AGS_CLAIM, "lineitem")})
+    except Exception as exc:
+        log.warning("LTI: assignment launch not noted", extra={"event": "lti.assignment_note_failed",
+                                                              "error": type(exc).__name__})
 
 
 def _landing(lti: LtiContext, launch: Launch, registration: LtiRegistration, proto: str) -> Landing:
@@ -362,11 +408,13 @@ def _landing(lti: LtiContext, launch: Launch, registration: LtiRegistration, pro
     LMS course, or take their role in the course it is linked to); anyone else the platform's
     home page (which lists what they have). The roles count for the launch's own context only:
     it selects the Template, or the course."""
-    if launch.deep_linking or not launch.context_id:
+    if not launch.context_id:
         return Landing("/")
     role = lti_identity.course_role(launch.roles)
     if role in ("instructor", "assistant"):
-        return Landing("/", course_page=True)
+        return Landing("/", course_page=True)  # a deep-linking launch: the content picker
+    if launch.deep_linking:
+        return Landing("/")
     targets = lti.targets(registration.name, launch.context_id)
     if role != "student" or len(targets) != 1:
         return Landing("/")

@@ -24,6 +24,7 @@ from userland.platform.clients.sessions import store_error
 from userland.platform.model.keyspace import (
     digest,
     login_binding_key,
+    lti_assignment_launches_key,
     lti_course_key,
     lti_nonce_key,
     lti_state_key,
@@ -34,6 +35,7 @@ from userland.platform.model.keyspace import (
 STATE_TTL_SECONDS = 600
 TICKET_TTL_SECONDS = 120
 COURSE_TTL_SECONDS = 1800
+ASSIGNMENT_LAUNCH_TTL_SECONDS = 86400
 _MAX_RECORD = 16 * 1024
 
 
@@ -132,6 +134,17 @@ class LtiStore:
         except redis.exceptions.RedisError as exc:
             raise store_error(exc) from exc
         return launch
+
+    async def note_assignment_launch(self, namespace: str, name: str, payload: dict[str, str]) -> None:
+        """An Assignment's resource link was launched: the web UI finds its gradebook column."""
+        key = lti_assignment_launches_key(namespace)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(key, name, json.dumps(payload))
+                pipe.expire(key, ASSIGNMENT_LAUNCH_TTL_SECONDS)
+                await pipe.execute()
+        except redis.exceptions.RedisError as exc:
+            raise store_error(exc) from exc
 
     async def redeem_ticket(self, ticket: str) -> dict[str, Any] | None:
         if not ticket or len(ticket) > 256:

@@ -37,6 +37,7 @@ from userland.web import render
 from userland.web.access import DIRECTORY
 from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_context
 from userland.web.help_monitor import HelpMonitor
+from userland.web.lti_deep_link import setup_lti_deep_link_routes
 from userland.web.lti_link import setup_lti_link_routes
 from userland.web.lti_sync import RosterSync
 from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
@@ -264,6 +265,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_grading_routes(app)
     setup_help_routes(app)
     setup_lti_link_routes(app)
+    setup_lti_deep_link_routes(app)
     setup_lti_sync_routes(app)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:

@@ -47,10 +47,11 @@ from userland.web.rules.lti_link import Decision, LaunchCourse, decide, may_link
 
 log = logging.getLogger(__name__)
 PATH = "/lms/course"
+DEEP_LINK_PATH = "/lms/deep-link"  # web/lti_deep_link.py
 AGAIN = "Open Userland again from your LMS course."
 
 
-async def _launch(ctx: WebContext, launch_id: str) -> LaunchCourse | None:
+async def read_launch(ctx: WebContext, launch_id: str) -> LaunchCourse | None:
     if not launch_id or len(launch_id) > 100:
         return None
     raw = await ctx.redis.get(lti_course_key(launch_id))
@@ -69,11 +70,11 @@ async def _courses(ctx: WebContext) -> list[dict[str, Any]]:
     return [o for o in found.get("items") or [] if not o["metadata"].get("deletionTimestamp")]
 
 
-async def _decide(request: web.Request, launch_id: str) -> tuple[LaunchCourse | None, Decision,
+async def decide_launch(request: web.Request, launch_id: str) -> tuple[LaunchCourse | None, Decision,
                                                                   dict[str, dict[str, Any]]]:
     ctx = web_context(request)
     who = identity_of(request)
-    launch = await _launch(ctx, launch_id)
+    launch = await read_launch(ctx, launch_id)
     namespaces = await _courses(ctx)
     by_name = {str(o["metadata"]["name"]): o for o in namespaces}
     linked = ([ns for ns, _ in linked_courses(namespaces, launch.registration, launch.context)]
@@ -93,7 +94,7 @@ async def _decide(request: web.Request, launch_id: str) -> tuple[LaunchCourse | 
     return launch, decide(launch, who, linked, courses, templates), by_name
 
 
-async def _write(ctx: WebContext, namespace: str,
+async def write_namespace(ctx: WebContext, namespace: str,
                  change: Any) -> dict[str, Any]:
     """Merge-patch the namespace's annotations `change(annotations)` gives, guarded by its
     resourceVersion; read again and retry on a conflict."""
@@ -118,7 +119,7 @@ async def _write(ctx: WebContext, namespace: str,
     raise AssertionError("unreachable")
 
 
-def _grant(launch: LaunchCourse, role: StaffRole, link: LmsLink | None) -> Any:
+def grant(launch: LaunchCourse, role: StaffRole, link: LmsLink | None) -> Any:
     def change(annotations: Mapping[str, Any]) -> dict[str, str]:
         patch = staff_patch(annotations, launch.login, role)
         links = course_links({"metadata": {"annotations": annotations}})
@@ -129,7 +130,7 @@ def _grant(launch: LaunchCourse, role: StaffRole, link: LmsLink | None) -> Any:
     return change
 
 
-async def _audit(request: web.Request, course: str, action: str, result: str) -> None:
+async def audit_lms(request: web.Request, course: str, action: str, result: str) -> None:
     who = identity_of(request)
     audit: AuditLog | None = web_context(request).extras.get(AUDIT)
     if audit is not None:
@@ -143,13 +144,13 @@ def _dashboard(namespaces: tuple[str, ...]) -> str:
 
 async def course_page(request: web.Request) -> web.StreamResponse:
     ctx = web_context(request)
-    launch, decision, _ = await _decide(request, request.query.get("launch", ""))
+    launch, decision, _ = await decide_launch(request, request.query.get("launch", ""))
     if decision.outcome == "linked" and launch is not None and decision.role is not None:
         for namespace in decision.linked:
             # A newer launch may carry newer service URLs: the link keeps them.
-            await _write(ctx, namespace, _grant(launch, decision.role, launch.link("-")))
+            await write_namespace(ctx, namespace, grant(launch, decision.role, launch.link("-")))
             where = launch.title or launch.context
-            await _audit(request, namespace, "lms-role",
+            await audit_lms(request, namespace, "lms-role",
                          f"{launch.login} is {decision.role} here, as in LMS course {where}")
         raise web.HTTPSeeOther(_dashboard(decision.linked))
     return _render(request, launch, decision, request.query.get("launch", ""))
@@ -178,7 +179,7 @@ async def link_course(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     launch_id = str(form.get("launch") or "")
     namespace, _, template = str(form.get("choice") or "").partition("/")
-    launch, decision, _ = await _decide(request, launch_id)
+    launch, decision, _ = await decide_launch(request, launch_id)
     if decision.outcome != "choose" or launch is None:
         if decision.outcome == "linked":  # linked a moment ago (another instructor, a second tab)
             raise web.HTTPSeeOther(f"{PATH}?launch={quote(launch_id)}")
@@ -186,12 +187,14 @@ async def link_course(request: web.Request) -> web.StreamResponse:
     if not may_link(decision, namespace, template):
         return ctx.error(request, 403, "You cannot link this course",
                          "Choose one of the courses the page offers: those you teach.")
-    await _write(ctx, namespace, _grant(launch, "instructor", launch.link(template)))
-    await _audit(request, namespace, "lms-link",
+    await write_namespace(ctx, namespace, grant(launch, "instructor", launch.link(template)))
+    await audit_lms(request, namespace, "lms-link",
                  f"LMS course {launch.title or launch.context} linked; its students get {template}")
     log.info("LMS course linked", extra={"event": "lti.course_linked", "course": namespace,
                                          "template": template, "registration": launch.registration,
                                          "login": launch.login})
+    if launch.picker:  # a deep-linking launch: on to choose what the LMS's link opens
+        raise web.HTTPSeeOther(f"{DEEP_LINK_PATH}?launch={quote(launch_id)}")
     raise web.HTTPSeeOther(f"/courses/{quote(namespace)}")
 
 

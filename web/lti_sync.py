@@ -43,6 +43,7 @@ from userland.platform.model.lti_services_roster_diff import Policy, SyncPlan
 from userland.platform.model.lti_services_token import ServiceCredentials
 from userland.web.audit import AuditEntry, AuditLog
 from userland.web.lti_grades import pass_back_course
+from userland.web.lti_line_items import follow_launched
 from userland.web.lti_roster import apply_plan, read_course
 from userland.web.rules.lti_sync import SCHEDULE, SyncRecord, audit_result, failed, record
 
@@ -182,6 +183,7 @@ class RosterSync:
         """One grade passback pass over every linked course (web/lti_grades.py)."""
         passed = 0
         for namespace in await self.linked_courses(roster=False):
+            await follow_launched(self, namespace)  # columns of Assignments the LMS launched
             passed += await pass_back_course(self, namespace)
         return passed
 

@@ -151,23 +151,23 @@ def form_from_post(post: Any) -> views.Form:
         students=_text(post, "students", 100_000), collect_past=_text(post, "collect_past", 10) == "yes")
 
 
-async def create(request: web.Request) -> web.StreamResponse:
+class NameTaken(views.FormProblem):
+    """The course has an assignment of that short name already."""
+
+
+async def create_assignment(request: web.Request, course: Course, role: CourseRole, watch: CourseWatch,
+                            form: views.Form) -> str:
+    """The Assignment the form describes, checked and created (its name); FormProblem in words
+    when it cannot be (PastDue, NameTaken). The one way the web UI creates an Assignment: the
+    assignment form and the LMS content picker (web/lti_deep_link.py) both come here."""
     ctx = web_context(request)
-    course, role = await require_course(request, request.match_info["ns"], "assign", why="create assignments")
-    watch = await course_watch(request, course)
-    form = form_from_post(await request.post())
-    try:
-        spec = views.spec_from_form(form, [name for name, _ in _storage_templates(watch)],
-                                    now=datetime.now(UTC))
-        name = form.name or views.slug(form.title)
-        if not views.is_name(name):
-            raise views.FormProblem(f"The short name {name[:60]!r} must be up to {views.MAX_NAME} lowercase "
-                                    "letters, digits and '-' (it is part of the assignment's address).")
-        if watch.assignment(name) is None:
-            await check_source(request, course, name, spec)
-    except views.FormProblem as problem:
-        return _form_page(request, course, watch, form, editing=False, status=400, error=str(problem),
-                          past_due=isinstance(problem, views.PastDue))
+    spec = views.spec_from_form(form, [name for name, _ in _storage_templates(watch)], now=datetime.now(UTC))
+    name = form.name or views.slug(form.title)
+    if not views.is_name(name):
+        raise views.FormProblem(f"The short name {name[:60]!r} must be up to {views.MAX_NAME} lowercase "
+                                "letters, digits and '-' (it is part of the assignment's address).")
+    if watch.assignment(name) is None:
+        await check_source(request, course, name, spec)
     await ctx.redis.ping()  # the audit log must be able to record it (else 503, nothing done)
     assert ctx.kube is not None
     body = {"apiVersion": naming.API_VERSION, "kind": "Assignment", "metadata": {"name": name},
@@ -176,12 +176,29 @@ async def create(request: web.Request) -> web.StreamResponse:
         await ctx.kube.create(ASSIGNMENTS, course.namespace, body)
     except AlreadyExists:
         form.name = name
-        return _form_page(request, course, watch, form, editing=False, status=409,
-                          error=f"This course already has an assignment called {name!r}: choose another "
-                                "short name.")
+        raise NameTaken(f"This course already has an assignment called {name!r}: choose another "
+                        "short name.") from None
     except Invalid as err:
-        return _form_page(request, course, watch, form, editing=False, status=400, error=err.message)
+        raise views.FormProblem(err.message) from None
     await record_action(request, course, role, "assignment_create", [spec["title"]], f"created {name}")
+    return name
+
+
+def storage_templates(watch: CourseWatch) -> list[tuple[str, str]]:
+    """(name, title) of the course's Templates that can receive assignments."""
+    return _storage_templates(watch)
+
+
+async def create(request: web.Request) -> web.StreamResponse:
+    course, role = await require_course(request, request.match_info["ns"], "assign", why="create assignments")
+    watch = await course_watch(request, course)
+    form = form_from_post(await request.post())
+    try:
+        name = await create_assignment(request, course, role, watch, form)
+    except views.FormProblem as problem:
+        return _form_page(request, course, watch, form, editing=False,
+                          status=409 if isinstance(problem, NameTaken) else 400, error=str(problem),
+                          past_due=isinstance(problem, views.PastDue))
     raise web.HTTPSeeOther(f"/courses/{course.namespace}/assignments/{name}")
 
 

@@ -48,6 +48,10 @@ LTI launches (auth, in the gateway process; auth/lti_store.py):
   summary, error, changes, skipped}`; no TTL (one per course). `lti_sync_lock_key`: one web UI
   replica syncs a course at a time. String "1", SET NX; EX the sync interval.
 - `lti_grades_lock_key`: one grade passback pass of an Assignment at a time (web/lti_grades.py).
+- `lti_assignment_launches_key`: a course's Assignments the LMS launched through a deep link's
+  resource link (auth/lti.py): Hash `{<assignment name>: JSON {registration, context, lineitem}}`;
+  EX 86400 s. Written by `/lti/launch`, taken (HGETALL + HDEL) by the web UI, which then finds
+  the Assignment's gradebook column through AGS (web/lti_line_items.py).
   String "1", SET NX; EX 50 s, deleted when the pass ends.
 - `INVALIDATION_CHANNEL`: the digest of every cleared platform or origin session (sign-out, a
   help grant that ended). Published by auth and by the grant store's `end`; every gateway
@@ -109,6 +113,7 @@ LTI_COURSE_PREFIX = "userland:lti-course:"
 LTI_SYNC_PREFIX = "userland:lti-sync:"
 LTI_SYNC_LOCK_PREFIX = "userland:lti-sync-lock:"
 LTI_GRADES_LOCK_PREFIX = "userland:lti-grades-lock:"
+LTI_ASSIGNMENT_LAUNCHES_PREFIX = "userland:lti-assignment-launches:"
 # Both session prefixes end in "session:"; one SCAN walk counts both kinds.
 SESSIONS_PATTERN = "userland:*session:*"
 
@@ -214,6 +219,11 @@ def lti_sync_key(namespace: str) -> str:
 
 def lti_sync_lock_key(namespace: str) -> str:
     return LTI_SYNC_LOCK_PREFIX + namespace
+
+
+def lti_assignment_launches_key(namespace: str) -> str:
+    """The course's Assignments the LMS launched since the web UI last looked (web/lti_line_items.py)."""
+    return LTI_ASSIGNMENT_LAUNCHES_PREFIX + namespace
 
 
 def lti_grades_lock_key(namespace: str, assignment: str) -> str:

@@ -161,3 +161,22 @@ def staff_sync_patch(annotations: Mapping[str, Any], staff_set: Iterable[tuple[s
         for key in lists:
             lists[key] = [e for e in lists[key] if e != login.lower()]
     return {k: ",".join(v) for k, v in lists.items() if v != before[k]}
+
+
+# The custom parameter an Assignment's deep link carries (web/rules/lti_deep_link.py): which
+# Assignment the LMS's link opens, `<course namespace>/<assignment name>`.
+CUSTOM_ASSIGNMENT = "userland_assignment"
+CUSTOM_TEMPLATE = "userland_template"
+
+
+def assignment_named(custom: object) -> tuple[str, str] | None:
+    """(namespace, name) of the Assignment a launch's custom parameters name, or None. Only a
+    hint of which column to look for: the course must be linked to the launch's LMS course and
+    the Assignment to its gradebook (web/lti_line_items.py checks both)."""
+    value = custom.get(CUSTOM_ASSIGNMENT) if isinstance(custom, Mapping) else None
+    if not isinstance(value, str):
+        return None
+    namespace, _, name = value.partition("/")
+    if not (naming.is_valid_dns_label(namespace) and naming.is_valid_dns_label(name)):
+        return None
+    return namespace, name

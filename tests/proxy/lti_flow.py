@@ -6,19 +6,27 @@ platform (tests/support/lti_launch_platform.py): the platform's login initiation
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
+import redis.asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from tests.support.lti_launch_platform import LtiTestPlatform, read_form
 from userland.platform.clients.kube import KubeClient, Resource
 from userland.platform.model import naming
+from userland.platform.model.settings import Settings
+from userland.web.app import create_app
+
+WebClient = TestClient[web.Request, web.Application]
 
 LTI_REGISTRATIONS = Resource(naming.GROUP, naming.VERSION, "ltiregistrations", "LtiRegistration")
 HOST = {"Host": "userland.test"}
@@ -101,6 +109,17 @@ class LtiFlow:
         assert resp.status == 302, await resp.text()
         session = next(m.value for m in resp.cookies.values() if m.key == "userland_session")
         return session, resp.headers["Location"]
+
+
+async def started_web_ui(aiohttp_client: Callable[[web.Application], Awaitable[WebClient]], kube: KubeClient,
+                         conn: redis.asyncio.Redis, settings: Settings) -> WebClient:
+    """The real web UI (`create_app`, every middleware) on `kube`, once it answers /healthz."""
+    client = await aiohttp_client(create_app(settings, kube=kube, redis_client=conn))
+    deadline = time.monotonic() + 20
+    while (await client.get("/healthz")).status != 200:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    return client
 
 
 async def register(kube: KubeClient, namespace: str, name: str, spec: dict[str, Any]) -> None:

@@ -7,10 +7,8 @@ from deploy/course/), so Kubernetes RBAC is the fence for every write.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -39,11 +37,10 @@ from userland.platform.model.lti_links import (
     ANNOTATION_LTI_INSTRUCTORS,
 )
 from userland.platform.model.settings import Settings
-from userland.web.app import create_app
 from userland.web.rules import security
 
 from .conftest import PUBLIC_URL, SECRET, GatewayFactory, template_body
-from .lti_flow import HOST, LtiFlow, ready_condition, register
+from .lti_flow import HOST, LtiFlow, ready_condition, register, started_web_ui
 
 Client = TestClient[web.Request, web.Application]
 SESSION = "5e55" * 8
@@ -72,12 +69,7 @@ async def web_ui(aiohttp_client: Callable[[web.Application], Awaitable[Client]],
     settings = Settings(redis_url=redis_url, identity_secret=SECRET, public_url=PUBLIC_URL,
                         cookie_secure=False)
     async with web_client(rbac, tmp_path) as kube:
-        client = await aiohttp_client(create_app(settings, kube=kube, redis_client=conn))
-        deadline = time.monotonic() + 20
-        while (await client.get("/healthz")).status != 200:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
-        yield client
+        yield await started_web_ui(aiohttp_client, kube, conn, settings)
     await conn.aclose()
 
 

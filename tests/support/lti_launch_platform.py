@@ -11,7 +11,12 @@ Routes:
   lti1p3platform (client id, nonce, state, redirect_uri) and answers the auto-submitting form
   that posts `id_token` and `state` to the tool's redirect URI, as an LMS does;
 - `GET /storage`: a page that plays the platform's side of LTI Platform Storage
-  (`lti.put_data` / `lti.get_data` answered by postMessage) and frames a launch (browser tests).
+  (`lti.put_data` / `lti.get_data` answered by postMessage) and frames a launch (browser tests);
+- `POST /deep-link-return`: the `deep_link_return_url` of a deep-linking launch: the tool's
+  `LtiDeepLinkingResponse` checked by lti1p3platform (`validate_deeplinking_resp`: the tool's
+  RS256 signature against its key set, the message type, the item types), then what the library
+  leaves out (Deep Linking 2.0): `aud` the platform's issuer, `iss` the client id, the deployment,
+  `data` echoed, `exp`. Accepted answers are kept in `deep_links` (their claims).
 
 What each launch carries (user, roles, context, message type) is a `LaunchSpec` the test
 registers; `tamper` lets an attack test change the claims, `signer` sign them another way.
@@ -19,6 +24,7 @@ registers; `tamper` lets an attack test change the claims, `signer` sign them an
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 import secrets
@@ -40,6 +46,9 @@ from lti1p3platform.registration import Registration
 from lti1p3platform.request import Request, TRequest
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/membership#"
+LTI_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+DL_CLAIM = "https://purl.imsglobal.org/spec/lti-dl/claim/"
+DL_SETTINGS = DL_CLAIM + "deep_linking_settings"
 LEARNER = LIS + "Learner"
 INSTRUCTOR = LIS + "Instructor"
 TEACHING_ASSISTANT = LIS + "TeachingAssistant"
@@ -69,6 +78,7 @@ class LaunchSpec:
     context_title: str = "Databases 101"
     resource_link_id: str = "link-1"
     deep_linking: bool = False
+    deep_link_data: str = "platform-opaque-data"  # the settings' opaque `data` (a string, as the spec says)
     custom: dict[str, str] = field(default_factory=dict)
     tamper: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     signer: Callable[[dict[str, Any]], str] | None = None
@@ -121,6 +131,10 @@ class LtiTestPlatform:
         self._issuer = issuer
         self.issued: list[dict[str, Any]] = []  # every id_token's claims, as signed
         self.registered: list[dict[str, Any]] = []  # what Userland asked to register (Dynamic Registration)
+        self.deep_links: list[dict[str, Any]] = []  # the claims of each deep-linking answer taken
+        # The tool's key set for checking its answers: set by the test (read from the tool's
+        # /lti/jwks); None: fetched from the tool's /lti/jwks by the library.
+        self.tool_jwks: dict[str, Any] | None = None
 
     @property
     def url(self) -> str:
@@ -164,6 +178,7 @@ class LtiTestPlatform:
         app.router.add_get("/start/{launch}", self.start_route)
         app.router.add_get("/auth", self.auth)
         app.router.add_get("/storage", self.storage_page)
+        app.router.add_post("/deep-link-return", self.deep_link_return)
         app.router.add_get("/.well-known/openid-configuration", self.openid_configuration)
         app.router.add_post("/register", self.dynamic_register)
         return app
@@ -260,6 +275,10 @@ class LtiTestPlatform:
             launch.set_custom_parameters_claim(spec.custom)
         if spec.deep_linking:
             launch.set_dl(self.url + "/deep-link-return", title="Add Userland")
+            settings = launch._deep_linking_launch_data[DL_SETTINGS]
+            settings["accept_multiple"] = False  # a module item is one link
+            if spec.deep_link_data:
+                settings["data"] = spec.deep_link_data
         launch._registration = config.get_registration()
         launch.validate_preflight_response(launch.get_preflight_response())
         data = launch.generate_launch_request()
@@ -287,6 +306,39 @@ class LtiTestPlatform:
         token, _ = self.id_token(params)
         return web.Response(
             text=auto_post_form(params["redirect_uri"], {"id_token": token, "state": params["state"]}),
+            content_type="text/html",
+        )
+
+    async def deep_link_return(self, request: web.Request) -> web.Response:
+        token = str((await request.post()).get("JWT", ""))
+        registration = self.registration()
+        if self.tool_jwks is not None:
+            registration.set_tool_key_set(self.tool_jwks)
+        else:
+            registration.set_tool_key_set_url(self.tool_url + "/lti/jwks")
+        config = _Config(registration=registration)
+        try:
+            await asyncio.to_thread(config.validate_deeplinking_resp, {"JWT": token})
+        except Exception as err:  # the library raises several kinds
+            return web.Response(
+                status=400, text=f"deep linking response refused: {type(err).__name__}: {err}"
+            )
+        claims = jwt.decode(token, options={"verify_signature": False})
+        problem = (
+            "aud must be the platform's issuer" if claims.get("aud") not in (self.issuer, [self.issuer])
+            else "iss must be the client id" if claims.get("iss") != self.client_id
+            else "unknown deployment id" if claims.get(LTI_CLAIM + "deployment_id") != self.deployment_id
+            else "data not echoed" if claims.get(DL_CLAIM + "data") != "platform-opaque-data"
+            else "expired" if not isinstance(claims.get("exp"), int) or claims["exp"] < now()
+            else ""
+        )
+        if problem:
+            return web.Response(status=400, text=f"deep linking response refused: {problem}")
+        self.deep_links.append(claims)
+        titles = ", ".join(str(item.get("title")) for item in claims.get(DL_CLAIM + "content_items") or [])
+        return web.Response(
+            text=f"<!doctype html><html><head><title>Module</title></head><body><h1>Added to the module</h1>"
+            f"<p id='added'>{html.escape(titles)}</p></body></html>",
             content_type="text/html",
         )
 

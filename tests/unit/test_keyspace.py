@@ -60,6 +60,7 @@ BUILT: list[tuple[Callable[..., str], tuple[object, ...], str]] = [
     (keyspace.lti_sync_key, ("cs101",), "userland:lti-sync:cs101"),
     (keyspace.lti_sync_lock_key, ("cs101",), "userland:lti-sync-lock:cs101"),
     (keyspace.lti_grades_lock_key, ("cs101", "week1"), "userland:lti-grades-lock:cs101/week1"),
+    (keyspace.lti_assignment_launches_key, ("cs101",), "userland:lti-assignment-launches:cs101"),
 ]
 
 CONSTANTS = {
@@ -81,6 +82,7 @@ CONSTANTS = {
     "LTI_SYNC_PREFIX": "userland:lti-sync:",
     "LTI_SYNC_LOCK_PREFIX": "userland:lti-sync-lock:",
     "LTI_GRADES_LOCK_PREFIX": "userland:lti-grades-lock:",
+    "LTI_ASSIGNMENT_LAUNCHES_PREFIX": "userland:lti-assignment-launches:",
     "SESSIONS_PATTERN": "userland:*session:*",
     "GRANT_PREFIX": "userland:grant:",
     "GRANT_LOG_PREFIX": "userland:grant-log:",

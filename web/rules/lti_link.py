@@ -37,6 +37,7 @@ class LaunchCourse:
     role: str  # instructor, assistant, student or ""
     memberships: str = ""
     lineitems: str = ""
+    picker: bool = False  # a deep-linking launch's: the content picker comes after linking
 
     @classmethod
     def parse(cls, raw: object) -> LaunchCourse | None:
@@ -46,7 +47,7 @@ class LaunchCourse:
                                               "memberships", "lineitems")}
         if not all(isinstance(v, str) for v in fields.values()):
             return None
-        found = cls(**fields)
+        found = cls(**fields, picker=isinstance(raw.get("deep_link"), dict))
         return found if found.login and found.registration and found.context else None
 
     def link(self, template: str) -> LmsLink:
