@@ -220,10 +220,11 @@ async def dev_login(http: aiohttp.ClientSession, port: int, login: str) -> aioht
     return response
 
 
-def lms_browser(port: int) -> aiohttp.ClientSession:
+def lms_browser(port: int, trace: aiohttp.TraceConfig | None = None) -> aiohttp.ClientSession:
     """A browser that, as Chromium and Firefox do, keeps Secure cookies of http://localhost."""
     jar = aiohttp.CookieJar(unsafe=True, treat_as_secure_origin=[f"http://localhost:{port}"])
-    return aiohttp.ClientSession(cookie_jar=jar, connector=aiohttp.TCPConnector(resolver=LoopbackResolver()))
+    return aiohttp.ClientSession(cookie_jar=jar, connector=aiohttp.TCPConnector(resolver=LoopbackResolver()),
+                                 trace_configs=[trace] if trace is not None else None)
 
 async def lms_launch(http: aiohttp.ClientSession, port: int, lms: str, who: str) -> aiohttp.ClientResponse:
     """A click on the LMS course's link for `who`, through to where Userland sends them."""
