@@ -34,11 +34,9 @@ from aiohttp.test_utils import TestServer
 from lti1p3platform.registration import Registration
 
 # lti1p3platform's pieces completed for aiohttp, shared with `make run`'s example LMS.
-from userland.local.example_lms import AioRequest as _AioRequest
 from userland.local.example_lms import Config as _Config
-from userland.local.example_lms import Launch as _Launch
 from userland.local.example_lms import Login as _Login
-from userland.local.example_lms import auto_post_form, new_rsa_pem
+from userland.local.example_lms import auto_post_form, launch_request, new_rsa_pem
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/membership#"
 LEARNER = LIS + "Learner"
@@ -197,20 +195,7 @@ class LtiTestPlatform:
         tampered with and signed another way, as the launch's spec says), and its claims."""
         spec = self.launches[auth_params.get("lti_message_hint", "")]
         config = _Config(registration=self.registration())
-        launch = _Launch(
-            _AioRequest(
-                {
-                    "method": "GET",
-                    "get_data": dict(auth_params),
-                    "form_data": {},
-                    "headers": {},
-                    "content_type": None,
-                    "path": "/auth",
-                    "json": None,
-                }
-            ),
-            config,
-        )
+        launch = launch_request(config, auth_params)
         launch.set_user_data(
             spec.user_id, spec.roles, full_name=spec.name or None, email_address=spec.email or None
         )
