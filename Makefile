@@ -46,7 +46,7 @@ $(VENV)/.created:
 # Strict editable install: the link tree is rebuilt each time so new modules are seen.
 # pip's output goes to a log, shown only when it fails.
 venv: $(VENV)/.created
-	@$(PY) -m pip install -e '.[test]' --config-settings editable_mode=strict > $(VENV)/install.log 2>&1 \
+	@$(PY) -m pip install -e '.[test,local]' --config-settings editable_mode=strict > $(VENV)/install.log 2>&1 \
 		|| { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
 
 control-plane: deps

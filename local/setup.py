@@ -26,7 +26,9 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -170,6 +172,8 @@ class LocalSetup:
         self.templates = examples.templates(repo)
         self.repo = repo
         self.app_bins = app_bin_dirs(dict(options.env), repo)
+        self.lms: Any = None  # the example LMS, and the LTI namespace ("": LTI off)
+        self.lti_namespace = ""
 
     # -- helpers
 
@@ -281,6 +285,17 @@ class LocalSetup:
                 with contextlib.suppress(AlreadyExists):
                     await kube.create(USERLANDS, examples.NAMESPACE, examples.userland(student, name))
 
+    async def start_example_lms(self) -> None:
+        """The example LMS (local/example_lms.py), with lti1p3platform (the `local` extra) only."""
+        try:
+            lms = import_module("userland.local.example_lms")
+        except ImportError:
+            return
+        self.lms = await lms.start_for(self.kube, self.options.state_dir, self.options.public_url,
+                                       (*self.options.students, "alice")[0], examples.NAMESPACE,
+                                       examples.DEMO_TEMPLATE)
+        self.lti_namespace = lms.LTI_NAMESPACE
+
     def start_operator(self) -> None:
         self.operator_port = free_port()
         self.supervisor.add("operator", lambda: spawn("operator", userland_command(
@@ -307,7 +322,7 @@ class LocalSetup:
             redis_url=redis_url, public_url=self.options.public_url,
             identity_secret=self.identity_secret, cookie_secure=False,
             # The same staff lists as the gateway's (one config.env in a cluster): /admin lists them.
-            admins=(examples.ADMIN,),
+            admins=(examples.ADMIN,), lti_namespace=self.lti_namespace,
             internal_listen=f"127.0.0.1:{self.web_internal_port}", **self.assignments.settings())))
 
     def start_gateway(self, redis_url: str) -> None:
@@ -317,7 +332,7 @@ class LocalSetup:
             web_url=f"http://127.0.0.1:{self.web_port}",  # the platform's own host is the web UI
             admins=(examples.ADMIN,), namespaces=(examples.NAMESPACE,), redis_url=redis_url,
             public_url=options.public_url, identity_secret=self.identity_secret, upstream_mode="local",
-            cookie_secure=False, dev_login=not options.github,
+            cookie_secure=False, dev_login=not options.github, lti_namespace=self.lti_namespace,
             internal_listen=f"127.0.0.1:{self.gateway_internal_port}")
         self.supervisor.add("gateway", lambda: spawn("gateway", userland_command(
             "gateway", "--kubeconfig", str(options.kubeconfig), "--listen", f"127.0.0.1:{options.port}",
@@ -399,6 +414,7 @@ class LocalSetup:
         self.kube = await KubeClient.connect(str(o.kubeconfig))
         await self.apply_examples()
         await self.assignments.start(self.kube, self.repo, {t["metadata"]["name"] for t in self.templates})
+        await self.start_example_lms()
         say("Starting the operator, the gateway and the local runner ...")
         self.start_operator()
         self.start_web(redis_url)
@@ -440,6 +456,8 @@ class LocalSetup:
             await self.metrics_runner.cleanup()  # bounded: SERVER_SHUTDOWN_TIMEOUT
         if self.kube is not None:
             await self.kube.close()
+        if self.lms is not None:
+            await self.lms.close()
         step("the example assignment's git server")
         await self.assignments.stop()
         if self.plane is not None:

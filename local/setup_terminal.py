@@ -50,6 +50,9 @@ def banner(setup: LocalSetup, all_ready: bool) -> None:
     say(f"  Web UI      {o.public_url}/   sign in as {examples.INSTRUCTOR} (instructor of the course "
         f"{examples.NAMESPACE}), {examples.ASSISTANT} (its assistant) or {examples.ADMIN} (admin); "
         "students see their environments and ask for help there")
+    if setup.lms is not None:
+        say(f"  LMS         {setup.lms.url}/   an example LMS course (LTI 1.3): open Userland from it as "
+            f"the student {first} (their environment) or as its instructor prof (the class dashboard)")
     label = "Apps"
     for template in setup.templates:
         name = template["metadata"]["name"]

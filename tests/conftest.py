@@ -77,6 +77,7 @@ HEAVY_FILES = {
     "tests/local/test_local_apps.py": "make-run-local",
     "tests/local/test_make_run.py": "make-run-local",
     "tests/local/test_make_run_holds_up.py": "make-run-local",
+    "tests/local/test_make_run_lms.py": "make-run-local",
     "tests/local/test_make_run_restart.py": "make-run-local",
     "tests/local/test_sleep_end_to_end.py": "make-run-local",
     "tests/observability/test_end_to_end.py": "make-run-local",

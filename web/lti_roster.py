@@ -11,7 +11,8 @@ a first sync's writes); the Redis audit entry is the caller's, as for the staff 
   LMS person it was made for (`userland.dev/lti-person`); one already there is left as it is;
 - suspend: `spec.suspended: true` and `userland.dev/suspended-by: lms` with the time (storage
   kept); restore: resumed, both annotations removed;
-- remove: the Userland deleted (the policy "remove after N days").
+- remove: the Userland deleted by staff's own "Remove" (web/actions.py `remove_students`), for
+  the policy "remove after N days".
 
 The plan's staff changes are applied by the sync (web/lti_sync.py) to the LMS staff lists.
 """
@@ -36,7 +37,7 @@ from userland.platform.model.bodies import userland_body
 from userland.platform.model.lti_links import entries
 from userland.platform.model.lti_services_roster_diff import Course, NewStudent, SyncPlan
 from userland.platform.model.objects import rfc3339
-from userland.web.actions import RowResult, summarize
+from userland.web.actions import RowResult, remove_students, summarize
 from userland.web.audit import record_event
 from userland.web.rules.lti_roster import SUSPENDED_BY_LMS, course_state, person_value
 
@@ -141,26 +142,13 @@ async def apply_plan(
 
         return job
 
-    def remove(login: str) -> Callable[[], Awaitable[RowResult]]:
-        async def job() -> RowResult:
-            current = await kube.get(USERLANDS, namespace, _name(template, login))
-            await kube.delete(USERLANDS, namespace, _name(template, login))
-            await record_event(
-                kube,
-                current,
-                reason="Removed",
-                message="LMS roster: removed after its days suspended",
-                actor=actor,
-            )
-            return RowResult(login, template, "removed", "", name=current["metadata"]["name"])
-
-        return job
-
     jobs = [(s.login, add(s)) for s in plan.add]
     jobs += [(login, suspend(login, True)) for login in plan.suspend]
     jobs += [(login, suspend(login, False)) for login in plan.restore]
-    jobs += [(login, remove(login)) for login in plan.remove]
     results = list(await asyncio.gather(*(guarded(login, job) for login, job in jobs)))
+    if plan.remove:  # as staff's "Remove" does: the same code, its Event and its words
+        results += await remove_students(kube, namespace, [_name(template, login) for login in plan.remove],
+                                         actor=actor, concurrency=concurrency)
     log.info(
         "LTI roster sync applied",
         extra={

@@ -5,7 +5,8 @@ For one course (`RosterSync.sync_course`): its LMS links (platform/model/lti_lin
 roster service, grouped by the Template their students get; each group's rosters read through
 the registration's token with the tool's key (platform/clients/lti_services_sync.py), planned
 against the course (web/lti_roster.py `read_course`) and applied (`apply_plan`: every active
-Learner gets their environment, a dropped or inactive student is suspended with storage kept).
+Learner gets their environment, a dropped or inactive student is suspended with storage kept,
+and removed N days later when the course's `userland.dev/lti-remove-after-days` says so).
 A roster that cannot be read changes nothing. The outcome is kept for the dashboard (Redis
 `lti_sync_key`, web/rules/lti_sync.py) and audited (the course's audit log).
 
@@ -23,7 +24,9 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import aiohttp
 import redis.asyncio
@@ -39,13 +42,21 @@ from userland.platform.model.lti_keys import signing_key
 from userland.platform.model.lti_links import LmsLink, course_links, staff_sync_patch
 from userland.platform.model.lti_services_keys import ToolKey
 from userland.platform.model.lti_services_roster import RosterError
-from userland.platform.model.lti_services_roster_diff import Policy, SyncPlan
+from userland.platform.model.lti_services_roster_diff import SyncPlan
 from userland.platform.model.lti_services_token import ServiceCredentials
 from userland.web.audit import AuditEntry, AuditLog
 from userland.web.lti_grades import pass_back_course
 from userland.web.lti_line_items import follow_launched
 from userland.web.lti_roster import apply_plan, read_course
-from userland.web.rules.lti_sync import SCHEDULE, SyncRecord, audit_result, failed, record
+from userland.web.rules.lti_sync import (
+    SCHEDULE,
+    SyncRecord,
+    audit_result,
+    dropped_policy,
+    failed,
+    record,
+    removals,
+)
 
 log = logging.getLogger(__name__)
 LTI_REGISTRATIONS = Resource(naming.GROUP, naming.VERSION, PLURAL, "LtiRegistration")
@@ -65,6 +76,9 @@ class RosterSync:
     interval_minutes: int = 15
     http_timeout: float = 10.0
     grade_seconds: float = GRADE_SECONDS
+    # When a sync happens (suspensions are stamped with it, removals counted from it); a test's
+    # clock makes "N days later" a call (tests/support/clock.py).
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     # -- one course
@@ -73,9 +87,10 @@ class RosterSync:
         return SyncRecord.from_json(await self.redis.get(lti_sync_key(namespace)))
 
     async def sync_course(self, namespace: str, *, actor: str = SCHEDULE) -> SyncRecord:
-        now = time.time()
+        moment = self.clock()
+        now = moment.timestamp()
         try:
-            result = await self._sync(namespace, actor, now)
+            result = await self._sync(namespace, actor, moment)
         except (SyncUnavailable, RosterError) as err:
             result = failed(str(err), actor=actor, now=now)
         except KubeError as err:
@@ -89,9 +104,10 @@ class RosterSync:
                 result=audit_result(result)))
         return result
 
-    async def _sync(self, namespace: str, actor: str, now: float) -> SyncRecord:
-        links = [link for link in course_links(await self.kube.get(NAMESPACES, None, namespace))
-                 if link.memberships]
+    async def _sync(self, namespace: str, actor: str, now: datetime) -> SyncRecord:
+        obj = await self.kube.get(NAMESPACES, None, namespace)
+        links = [link for link in course_links(obj) if link.memberships]
+        dropped = dropped_policy(obj["metadata"].get("annotations") or {})
         if not links:
             raise SyncUnavailable("No LMS course with a roster is linked to this course: open Userland "
                                   "from the LMS course once as its instructor.")
@@ -108,17 +124,21 @@ class RosterSync:
             claims.setdefault(link.template, _login_claim(registration))
         plans: list[SyncPlan] = []
         rows: list[tuple[str, str, str]] = []
+        due: list[tuple[str, float]] = []
         async with aiohttp.ClientSession() as session:
             tokens = TokenClient(session, timeout=self.http_timeout)
             for template, linked in sorted(by_template.items()):
                 course = await read_course(self.kube, namespace, template)
-                planned = await plan_course_sync(tokens, linked, course, Policy(login_claim=claims[template]))
+                planned = await plan_course_sync(tokens, linked, course, dropped.policy(claims[template]),
+                                                 now=now)
                 results = await apply_plan(self.kube, namespace, template, planned.plan,
-                                           actor=f"lms-roster-sync ({actor})")
+                                           actor=f"lms-roster-sync ({actor})", now=now)
                 plans.append(planned.plan)
+                due += removals(course, planned.plan, dropped, now)
                 rows += [(r.login, r.outcome, r.detail) for r in results]
         rows += await self._staff(namespace, plans)
-        return record(plans, rows, actor=actor, now=now)
+        return record(plans, rows, actor=actor, now=now.timestamp(),
+                      policy=dropped.problem or dropped.words(), removals=due)
 
     async def _staff(self, namespace: str, plans: list[SyncPlan]) -> list[tuple[str, str, str]]:
         """The LMS staff lists follow the rosters (hand-written staff are never touched)."""

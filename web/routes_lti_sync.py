@@ -17,7 +17,8 @@ from userland.web.access import require_course
 from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
 from userland.web.lti_grades import pass_back_course
 from userland.web.lti_sync import RosterSync
-from userland.web.rules.lti_sync import SyncRecord
+from userland.web.rules.help import day
+from userland.web.rules.lti_sync import DroppedPolicy, SyncRecord, dropped_policy
 
 log = logging.getLogger(__name__)
 LTI_SYNC = "userland.lti_sync"  # WebContext.extras key for the RosterSync (LTI on)
@@ -28,6 +29,10 @@ class LmsView:
     links: tuple[LmsLink, ...]
     last: SyncRecord | None
     every: int  # minutes between automatic syncs (0: none)
+    policy: DroppedPolicy  # what happens to a student dropped from the LMS course
+
+    def day(self, moment: float) -> str:
+        return day(moment)
 
 
 async def lms_sync_view(request: web.Request, namespace: str) -> LmsView | None:
@@ -39,7 +44,9 @@ async def lms_sync_view(request: web.Request, namespace: str) -> LmsView | None:
     links = course_links(obj) if obj is not None else ()
     if sync is None or not links:
         return None
-    return LmsView(links=links, last=await sync.last(namespace), every=sync.interval_minutes)
+    assert obj is not None
+    return LmsView(links=links, last=await sync.last(namespace), every=sync.interval_minutes,
+                   policy=dropped_policy(obj["metadata"].get("annotations") or {}))
 
 
 async def sync_now(request: web.Request) -> web.StreamResponse:

@@ -109,6 +109,10 @@ ANNOTATION_LTI_LINKS = "userland.dev/lti-links"
 ANNOTATION_LTI_INSTRUCTORS = "userland.dev/lti-instructors"
 ANNOTATION_LTI_ASSISTANTS = "userland.dev/lti-assistants"
 ANNOTATION_LTI_LINE_ITEM = "userland.dev/lti-line-item"
+# On a course namespace: what the roster sync does with a student dropped from the LMS course
+# (web/rules/lti_sync.py): absent, suspend (files kept); `N` (days, 1-365): suspend, then remove
+# N days later unless they come back.
+ANNOTATION_LTI_REMOVE_AFTER_DAYS = "userland.dev/lti-remove-after-days"
 # On an audit Event: the signed-in person who acted (the Event's source is the web UI).
 ANNOTATION_ACTOR = "userland.dev/actor"
 # On an example Template of `make run`: the digest of its spec as last written there

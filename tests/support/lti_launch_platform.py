@@ -37,13 +37,12 @@ from urllib.parse import urlencode
 import jwt
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
-from lti1p3platform.message_launch import LTIAdvantageMessageLaunchAbstract
-from lti1p3platform.oidc_login import OIDCLoginAbstract
 from lti1p3platform.registration import Registration
-from lti1p3platform.request import Request, TRequest
+
+# lti1p3platform's pieces completed for aiohttp, shared with `make run`'s example LMS.
+from userland.local.example_lms import Config as _Config
+from userland.local.example_lms import Login as _Login
+from userland.local.example_lms import auto_post_form, launch_request, new_rsa_pem
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/membership#"
 LTI_CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
@@ -52,20 +51,6 @@ DL_SETTINGS = DL_CLAIM + "deep_linking_settings"
 LEARNER = LIS + "Learner"
 INSTRUCTOR = LIS + "Instructor"
 TEACHING_ASSISTANT = LIS + "TeachingAssistant"
-
-
-def new_rsa_pem() -> tuple[str, str]:
-    """A fresh RSA key pair as (private PEM, public PEM)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
 
 
 @dataclass
@@ -82,33 +67,6 @@ class LaunchSpec:
     custom: dict[str, str] = field(default_factory=dict)
     tamper: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     signer: Callable[[dict[str, Any]], str] | None = None
-
-
-class _AioRequest(Request):
-    def build_metadata(self, request: Any) -> TRequest:
-        return request  # type: ignore[no-any-return]
-
-
-class _Config(LTI1P3PlatformConfAbstract):
-    def init_platform_config(self, **kwargs: Any) -> None:
-        self._registration = kwargs["registration"]
-
-    def get_registration_by_params(self, **kwargs: Any) -> Registration:
-        assert self._registration is not None
-        return self._registration
-
-
-class _Login(OIDCLoginAbstract):
-    def set_lti_message_hint(self, **kwargs: Any) -> None:
-        self._lti_message_hint = kwargs["hint"]
-
-    def get_redirect(self, url: str) -> str:
-        return url
-
-
-class _Launch(LTIAdvantageMessageLaunchAbstract):
-    def render_launch_form(self, launch_data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return launch_data
 
 
 class LtiTestPlatform:
@@ -252,20 +210,7 @@ class LtiTestPlatform:
         tampered with and signed another way, as the launch's spec says), and its claims."""
         spec = self.launches[auth_params.get("lti_message_hint", "")]
         config = _Config(registration=self.registration())
-        launch = _Launch(
-            _AioRequest(
-                {
-                    "method": "GET",
-                    "get_data": dict(auth_params),
-                    "form_data": {},
-                    "headers": {},
-                    "content_type": None,
-                    "path": "/auth",
-                    "json": None,
-                }
-            ),
-            config,
-        )
+        launch = launch_request(config, auth_params)
         launch.set_user_data(
             spec.user_id, spec.roles, full_name=spec.name or None, email_address=spec.email or None
         )
@@ -373,17 +318,6 @@ window.addEventListener('message', function (event) {
   }
 });
 """
-
-
-def auto_post_form(action: str, fields: dict[str, str]) -> str:
-    inputs = "".join(
-        f"<input type='hidden' name='{html.escape(k)}' value='{html.escape(v)}'>" for k, v in fields.items()
-    )
-    return (
-        f"<!doctype html><html><body><form id='f' method='post' action='{html.escape(action)}'>{inputs}"
-        "<noscript><button>Continue</button></noscript></form>"
-        "<script>document.getElementById('f').submit();</script></body></html>"
-    )
 
 
 _INPUT = re.compile(r"<input type='hidden' name='([^']*)' value='([^']*)'>")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import os
 import re
 import signal
@@ -14,14 +15,17 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import aiohttp
 import aiohttp.abc
 
+from tests.support.lti_launch_platform import read_form
 from tests.support.procs import stat_fields
 from tests.support.waiting import MUST_COMPLETE
 
 HTML = {"Accept": "text/html"}
+_DATA = re.compile(r'data-([a-z-]+)="([^"]*)"')  # an LTI step page's data- attributes
 
 
 def descendants(root: int) -> dict[int, str]:
@@ -214,6 +218,31 @@ async def dev_login(http: aiohttp.ClientSession, port: int, login: str) -> aioht
     response = await http.post(f"http://localhost:{port}/auth/dev-login",
                                data={"state": state.group(1), "login": login}, headers=HTML)
     return response
+
+
+def lms_browser(port: int, trace: aiohttp.TraceConfig | None = None) -> aiohttp.ClientSession:
+    """A browser that, as Chromium and Firefox do, keeps Secure cookies of http://localhost."""
+    jar = aiohttp.CookieJar(unsafe=True, treat_as_secure_origin=[f"http://localhost:{port}"])
+    return aiohttp.ClientSession(cookie_jar=jar, connector=aiohttp.TCPConnector(resolver=LoopbackResolver()),
+                                 trace_configs=[trace] if trace is not None else None)
+
+async def lms_launch(http: aiohttp.ClientSession, port: int, lms: str, who: str) -> aiohttp.ClientResponse:
+    """A click on the LMS course's link for `who`, through to where Userland sends them."""
+    async with http.get(f"{lms}/start/{who}", headers=HTML) as form_page:
+        text = await form_page.text()
+        assert form_page.status == 200, text
+        assert [(r.url.host, r.url.path) for r in form_page.history] == [
+            ("127.0.0.1", f"/start/{who}"), ("localhost", "/lti/login")]
+    action, fields = read_form(text)
+    assert action == f"http://localhost:{port}/lti/launch" and set(fields) == {"id_token", "state"}
+    # The LMS's page posts the form to Userland (a cross-site POST, from the LMS's site).
+    async with http.post(action, data=fields, headers={**HTML, "Origin": lms}) as launched:
+        page = await launched.text()
+        assert launched.status == 200, page
+    data = {k: html.unescape(v) for k, v in _DATA.findall(page)}
+    assert data.get("mode") == "continue", page  # not framed: it goes on in this window
+    return await http.get(urljoin(f"http://localhost:{port}/", data["url"]), headers=HTML)
+
 
 
 async def sign_in(http: aiohttp.ClientSession, port: int, login: str, url: str) -> aiohttp.ClientResponse:

@@ -16,6 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,13 @@ from aiohttp.test_utils import TestClient
 
 from tests.operator.support import template_body
 from tests.support import eventually
+from tests.support.clock import ManualClock
 from tests.support.lti_services_platform import LtiServicesPlatform
 from tests.support.waiting import MUST_COMPLETE
 from tests.web.course_support import apply_rbac, make_course, web_client
 from userland.local.controlplane import ControlPlane
 from userland.platform.clients.kube import (
+    EVENTS,
     NAMESPACES,
     SECRETS,
     TEMPLATES,
@@ -49,6 +52,7 @@ from userland.web.app import create_app
 from userland.web.audit import AuditLog
 from userland.web.lti_sync import LTI_REGISTRATIONS, RosterSync
 from userland.web.rules import security
+from userland.web.rules.lti_sync import ANNOTATION_REMOVE_AFTER
 
 SYSTEM = "userland-system"  # the LTI namespace of deploy/rbac/ (Role userland-web-lti)
 SECRET = "s" * 40
@@ -267,3 +271,79 @@ async def test_the_lms_staff_lists_follow_the_roster_and_hand_written_staff_stay
     assert "prof : no longer on this course's staff" in page.replace("&#39;", "'")
     assert (await web_ui.get(f"/courses/{course}", headers=signed("prof"))).status == 404
     assert set(await students(kube, course)) == {"s0"}  # staff get no environment
+
+
+async def test_remove_after_n_days_suspends_at_once_removes_later_and_resumes_who_came_back(
+    lms: LtiServicesPlatform, course: str, kube: KubeClient, web_factory: WebFactory,
+    as_web: KubeClient, redis_url: str
+) -> None:
+    # The course's policy: remove a dropped student 7 days after the sync suspended them.
+    await kube.merge_patch(NAMESPACES, None, course,
+                           {"metadata": {"annotations": {ANNOTATION_REMOVE_AFTER: "7"}}})
+    lms.rosters["c1"] = [member(f"s{i}") for i in range(3)]
+    clock = ManualClock(datetime(2026, 11, 28, 9, 0, tzinfo=UTC))
+    conn = redis.asyncio.Redis.from_url(redis_url)
+    sync = RosterSync(as_web, conn, SYSTEM, clock=clock)  # the web UI's sync, on a clock we move
+    web_ui = await web_factory(minutes=0)
+
+    async def page() -> str:
+        html = await (await web_ui.get(f"/courses/{course}", headers=signed("teacher"))).text()
+        return text_of(html).replace("&#39;", "'")
+
+    await sync.sync_course(course)
+    assert await students(kube, course) == {"s0": False, "s1": False, "s2": False}
+    # s1 and s2 leave the LMS course: suspended at once, their environments (and files) kept.
+    lms.rosters["c1"] = [member("s0")]
+    clock.advance(3600)
+    await sync.sync_course(course)
+    assert await students(kube, course) == {"s0": False, "s1": True, "s2": True}
+    text = await page()
+    card = text[text.find("LMS roster"):][:1500]
+    assert "removed 7 days later, unless they are back in the LMS course before" in card, card
+    assert ("To be removed (2) s1 : removed at the first sync after 2026-12-05 10:00 UTC" in text
+            and "s2 : removed at the first sync after 2026-12-05 10:00 UTC" in text), text
+
+    # Day 5: s2 is back in the LMS course before their days are up: resumed, not removed.
+    lms.rosters["c1"] = [member("s0"), member("s2")]
+    clock.advance(4 * 86400)
+    await sync.sync_course(course)
+    assert await students(kube, course) == {"s0": False, "s1": True, "s2": False}
+    text = await page()
+    assert "To be removed (1) s1 :" in text and "s2 : removed at" not in text
+
+    # A minute before seven days since s1's suspension: still there. Seven days: removed, as staff's
+    # "Remove" does (the same code and audit Event), and the dashboard says so.
+    clock.advance(3 * 86400 - 60)
+    await sync.sync_course(course)
+    assert "s1" in await students(kube, course)
+    clock.advance(120)
+    await sync.sync_course(course)
+    assert await students(kube, course) == {"s0": False, "s2": False}
+    text = await page()
+    assert "s1 : removed after their days suspended" in text and "To be removed" not in text
+    events = (await kube.list(EVENTS, course))["items"]
+    removed = naming.userland_name(TEMPLATE, "s1")
+    assert any(e["reason"] == "Removed" and e["involvedObject"]["name"] == removed for e in events)
+    await conn.aclose()
+
+
+async def test_a_bad_remove_after_value_is_shown_and_removes_nobody(
+    lms: LtiServicesPlatform, course: str, kube: KubeClient, web_factory: WebFactory,
+    as_web: KubeClient, redis_url: str
+) -> None:
+    await kube.merge_patch(NAMESPACES, None, course,
+                           {"metadata": {"annotations": {ANNOTATION_REMOVE_AFTER: "two weeks"}}})
+    lms.rosters["c1"] = [member("s0")]
+    clock = ManualClock(datetime(2026, 11, 28, 9, 0, tzinfo=UTC))
+    conn = redis.asyncio.Redis.from_url(redis_url)
+    sync = RosterSync(as_web, conn, SYSTEM, clock=clock)
+    await sync.sync_course(course)
+    lms.rosters["c1"] = []
+    await sync.sync_course(course)
+    clock.advance(400 * 86400)
+    await sync.sync_course(course)
+    assert await students(kube, course) == {"s0": True}  # suspended, never removed
+    web_ui = await web_factory(minutes=0)
+    html = await (await web_ui.get(f"/courses/{course}", headers=signed("teacher"))).text()
+    assert "not a number of days from 1 to 365: dropped students are only suspended" in text_of(html)
+    await conn.aclose()
