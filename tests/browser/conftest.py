@@ -58,6 +58,16 @@ from userland.web.app import create_app as create_web_app
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# For pages that frame another site (the LMS's course page framing Userland): every frame in the
+# page's own process. With site isolation a frame that navigates from the LMS's site to
+# Userland's swaps into a process of its own, and under load Playwright can lose that frame for
+# good: traced with DEBUG=pw:protocol, the new process's page loaded and its contexts were
+# announced before the old process's "frame detached (swap)", after which Playwright never
+# evaluated in the frame again, and `expect(...)` inside it waited until pytest's timeout
+# (1 run in 5 to 20 under load; the same race as puppeteer#10715). The browser's rules the tests
+# prove do not depend on the process model: third-party cookies stay blocked (the first LTI
+# test proves it in this very setup) and postMessage works the same.
+FRAMED_SITE_ARGS = [*CHROMIUM_ARGS, "--disable-site-isolation-trials"]
 IDENTITY_SECRET = "i" * 40
 BROWSER_TEST_DB = 12  # tests/auth use 9, the proxy tests 0
 STUDENTS = {"alice": 1001, "bob": 1002}
@@ -212,14 +222,27 @@ class Platform:
         return self.github.url + "/login/oauth/authorize"
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
+@contextlib.asynccontextmanager
+async def launched_chromium(args: list[str]) -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=args)
         try:
             yield chromium
         finally:
             await chromium.close()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with launched_chromium(CHROMIUM_ARGS) as chromium:
+        yield chromium
+
+
+@pytest.fixture
+async def framing_browser() -> AsyncIterator[Browser]:
+    """A browser for a page that frames another site (FRAMED_SITE_ARGS says why)."""
+    async with launched_chromium(FRAMED_SITE_ARGS) as chromium:
+        yield chromium
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """An LTI launch in a real browser, inside the LMS's iframe, with third-party cookies blocked.
 
 Real: Chromium (headless; this build blocks third-party cookies by default, and the first test
-proves it for this very setup: the iframe's cookie never comes back), the LTI platform
+proves it for this very setup: the iframe's cookie never comes back; the framed tests run every
+frame in the page's process, tests/browser/conftest.py's FRAMED_SITE_ARGS says why), the LTI platform
 (lti1p3platform on aiohttp: a course page on `http://127.0.0.1:<port>` that frames the link, its
 OIDC authorization endpoint and key set, and, when asked, the platform's side of LTI Platform
 Storage), the gateway on `http://userland.localhost:<port>` (another site than the LMS), the API
@@ -125,9 +126,9 @@ def alice(lms: Lms) -> str:
 
 
 async def test_framed_with_cookies_blocked_and_no_platform_storage_opens_a_new_window(
-    browser: Browser, lms: Lms, tmp_path: Path
+    framing_browser: Browser, lms: Lms, tmp_path: Path
 ) -> None:
-    context = await browser.new_context()
+    context = await framing_browser.new_context()
     page = await context.new_page()
     await page.goto(lms.course_page(alice(lms), storage=False))
     frame = page.frame_locator("#tool")
@@ -145,9 +146,9 @@ async def test_framed_with_cookies_blocked_and_no_platform_storage_opens_a_new_w
 
 
 async def test_framed_with_platform_storage_proves_the_browser_without_cookies(
-    browser: Browser, lms: Lms, tmp_path: Path
+    framing_browser: Browser, lms: Lms, tmp_path: Path
 ) -> None:
-    context = await browser.new_context()
+    context = await framing_browser.new_context()
     page = await context.new_page()
     await page.goto(lms.course_page(alice(lms), storage=True))
     frame = page.frame_locator("#tool")

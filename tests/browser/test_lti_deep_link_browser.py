@@ -113,12 +113,12 @@ async def lms(kube: KubeClient, namespace: str, redis_url: str) -> AsyncIterator
 
 
 async def test_a_teacher_picks_an_assignment_and_the_lms_receives_it(
-    browser: Browser, lms: Lms, tmp_path: Path
+    framing_browser: Browser, lms: Lms, tmp_path: Path
 ) -> None:
     launch = lms.platform.add_launch(LaunchSpec(
         user_id="t-1", roles=[INSTRUCTOR], email="teacher@uni.example.edu", name="Tess Teacher",
         context_id="course-1", context_title="Databases 101", deep_linking=True))
-    context = await browser.new_context(viewport={"width": 1100, "height": 900})
+    context = await framing_browser.new_context(viewport={"width": 1100, "height": 900})
     page = await context.new_page()
     await page.goto(f"{lms.platform.url}/storage?launch={launch}&storage=0")
     restart = page.frame_locator("#tool").get_by_role("link", name="Open Userland in a new window")
