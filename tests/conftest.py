@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.tb_guard import pytest_runtest_makereport  # noqa: F401 (a hook: see the module)
 from userland.local.controlplane import ControlPlane, crd_files
 from userland.local.redisserver import redis_server
 from userland.platform.clients.kube import NAMESPACES, KubeClient
