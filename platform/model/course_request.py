@@ -146,11 +146,13 @@ def network_policies(course: str) -> list[JSON]:
 
 
 def template_copy(source: JSON, course: str) -> JSON:
-    """The chosen Template, in the new course: its spec only (not the old course's annotations,
-    such as its LMS contexts, nor its status)."""
-    name = str((source.get("metadata") or {}).get("name") or "")
-    return {"apiVersion": naming.API_VERSION, "kind": "Template",
-            "metadata": {"name": name, "namespace": course, "labels": dict(PART_OF)},
+    """The chosen Template, in the new course: its name, labels and spec (not the old course's
+    annotations, such as its LMS contexts, nor its status)."""
+    found = source.get("metadata") or {}
+    metadata: JSON = {"name": str(found.get("name") or ""), "namespace": course}
+    if found.get("labels"):
+        metadata["labels"] = dict(found["labels"])
+    return {"apiVersion": naming.API_VERSION, "kind": "Template", "metadata": metadata,
             "spec": source.get("spec") or {}}
 
 
