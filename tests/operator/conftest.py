@@ -34,8 +34,9 @@ def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
 
     @contextlib.asynccontextmanager
     async def run(namespaces: tuple[str, ...] = (), settings_extra: dict[str, Any] | None = None,
-                  **kwargs: Any) -> AsyncIterator[Controller]:
-        client = await KubeClient.connect(str(control_plane.kubeconfig))
+                  kubeconfig: str | None = None, **kwargs: Any) -> AsyncIterator[Controller]:
+        # `kubeconfig`: another identity (the operator's own ServiceAccount, its RBAC applied).
+        client = await KubeClient.connect(kubeconfig or str(control_plane.kubeconfig))
         # No DaemonSet controller here counts the image pullers' nodes, so a Template's new image
         # would never be "on the nodes": environments roll at once unless a test (of that wait,
         # tests/operator/test_capacity.py) asks for it.
