@@ -112,9 +112,10 @@ class Controller:
         reconcilers: list[Reconciler] = [self.template_reconciler, self.userland_reconciler,
                                          self.assignment_reconciler]
         # Admins' new courses from the LMS linking page (operator/course_requests.py): with LTI only.
-        self.course_requests = (CourseRequestReconciler(client, self.applier, self.queue, settings.lti_namespace,
-                                                        settings.public_url)
-                                if settings.lti_namespace else None)
+        # The web UI's ServiceAccount is in the platform's own namespace (the gateway's).
+        self.course_requests = (CourseRequestReconciler(
+            client, self.applier, self.queue, settings.lti_namespace, settings.public_url,
+            settings.gateway_namespace or settings.lti_namespace) if settings.lti_namespace else None)
         if self.course_requests is not None:
             reconcilers.append(self.course_requests)
             self.informers.append(self.course_requests.requests)

@@ -55,9 +55,12 @@ class CourseRequestReconciler:
     kind = KIND
 
     def __init__(self, client: KubeClient, applier: Applier, queue: WorkQueue[tuple[str, str, str]],
-                 namespace: str, public_url: str,
+                 namespace: str, public_url: str, web_namespace: str,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        """`namespace`: where requests live (the LTI namespace); `web_namespace`: the web UI's
+        ServiceAccount's, which each course's RoleBinding names (the platform's own namespace)."""
         self.client = client
+        self.web_namespace = web_namespace
         self.applier = applier
         self.public_url = public_url
         self.clock = clock
@@ -114,7 +117,7 @@ class CourseRequestReconciler:
             source = await self.client.get(TEMPLATES, request.template_namespace, request.template_name)
         except NotFound:
             return model.template_missing(request), Result.again_in(TEMPLATE_RETRY_SECONDS)
-        for wanted in model.course_objects(request, mark, namespace, source):
+        for wanted in model.course_objects(request, mark, self.web_namespace, source):
             resource = RESOURCES[wanted["kind"]]
             if wanted["kind"] == "Namespace" and existing is not None:
                 continue

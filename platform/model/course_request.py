@@ -15,7 +15,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from userland.platform.model import naming
-from userland.platform.model.lti_links import ANNOTATION_LINKS, ANNOTATION_LTI_INSTRUCTORS, LmsLink, links_value
+from userland.platform.model.lti_links import (
+    ANNOTATION_LINKS,
+    ANNOTATION_LTI_INSTRUCTORS,
+    LmsLink,
+    links_value,
+)
 
 JSON = dict[str, Any]
 KIND = "CourseRequest"
@@ -135,10 +140,12 @@ def network_policies(course: str) -> list[JSON]:
             "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
     workers = [naming.WORKER_COMPONENT, naming.GRADER_COMPONENT]
     egress = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-              "metadata": {"name": "userland-environments-egress", "namespace": course, "labels": dict(PART_OF)},
+              "metadata": {"name": "userland-environments-egress", "namespace": course,
+                           "labels": dict(PART_OF)},
               "spec": {"podSelector": {
                   "matchLabels": {naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
-                  "matchExpressions": [{"key": naming.LABEL_COMPONENT, "operator": "NotIn", "values": workers}]},
+                  "matchExpressions": [{"key": naming.LABEL_COMPONENT, "operator": "NotIn",
+                                        "values": workers}]},
                   "policyTypes": ["Egress"],
                   "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}},
                                      {"namespaceSelector": {}}]}]}}
@@ -156,7 +163,8 @@ def template_copy(source: JSON, course: str) -> JSON:
             "spec": source.get("spec") or {}}
 
 
-def course_objects(request: CourseRequest, mark: str, web_namespace: str, source_template: JSON) -> list[JSON]:
+def course_objects(request: CourseRequest, mark: str, web_namespace: str,
+                   source_template: JSON) -> list[JSON]:
     """Everything the course is, in the order it is made (the namespace first)."""
     return [course_namespace(request, mark), web_role_binding(request.course, web_namespace),
             *network_policies(request.course), template_copy(source_template, request.course)]
@@ -212,4 +220,5 @@ def status_of(outcome: Outcome, generation: int, now: str, old: JSON | None) -> 
 
 
 def ready_of(obj: JSON) -> JSON:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})

@@ -43,7 +43,8 @@ def rbac(control_plane: ControlPlane) -> ControlPlane:
 async def operator(run_operator: OperatorRunner, rbac: ControlPlane, namespace: str,
                    tmp_path: Path) -> AsyncIterator[None]:
     kubeconfig = rbac.write_kubeconfig(tmp_path / "operator.kubeconfig", "operator-token")
-    async with run_operator(settings_extra={"lti_namespace": namespace}, kubeconfig=str(kubeconfig)):
+    extra = {"lti_namespace": namespace, "gateway_namespace": "userland-system"}
+    async with run_operator(settings_extra=extra, kubeconfig=str(kubeconfig)):
         yield
 
 
@@ -94,7 +95,8 @@ async def test_a_request_makes_the_course_linked(operator: None, cluster: Cluste
     assert (link["registration"], link["context"], link["template"]) == ("canvas", "c-42", "lab")
     binding = await kube.get(ROLE_BINDINGS, course_name, "userland-web")
     assert binding["roleRef"]["name"] == "userland-web"
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "userland-web", "namespace": namespace}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "userland-web",
+                                    "namespace": "userland-system"}]
     policies = {p["metadata"]["name"] for p in (await kube.list(NETWORK_POLICIES, course_name))["items"]}
     assert policies == {"default-deny-ingress", "userland-environments-egress"}
     copy = await kube.get(TEMPLATES, course_name, "lab")
@@ -110,7 +112,8 @@ async def test_a_name_taken_by_a_foreign_namespace_is_refused_and_left_alone(
     await kube.create(COURSE_REQUESTS, namespace, request("r2", course_name, namespace))
     condition = await ready(kube, namespace, "r2", "NameTaken")
     assert condition["status"] == "False"
-    assert f"The name '{course_name}' is taken" in condition["message"] and "another name" in condition["message"]
+    assert f"The name '{course_name}' is taken" in condition["message"]
+    assert "another name" in condition["message"]
     after = await kube.get(NAMESPACES, None, course_name)
     assert after["metadata"] == before["metadata"]
     assert (await kube.list(ROLE_BINDINGS, course_name))["items"] == []

@@ -53,7 +53,8 @@ def test_the_operators_course_is_the_kustomize_files_course() -> None:
 def test_the_template_copy_keeps_its_name_labels_and_spec_only() -> None:
     source = {"apiVersion": "userland.dev/v1alpha1", "kind": "Template", "metadata": {
         "name": "lab", "namespace": "old", "uid": "u", "resourceVersion": "7", "labels": {"a": "b"},
-        "annotations": {"userland.dev/lti-contexts": "canvas/c-1"}}, "spec": {"port": 8888}, "status": {"x": 1}}
+        "annotations": {"userland.dev/lti-contexts": "canvas/c-1"}}, "spec": {"port": 8888},
+        "status": {"x": 1}}
     assert model.template_copy(source, "new") == {
         "apiVersion": "userland.dev/v1alpha1", "kind": "Template",
         "metadata": {"name": "lab", "namespace": "new", "labels": {"a": "b"}},
