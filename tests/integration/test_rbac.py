@@ -155,7 +155,6 @@ GRANTS = {
     },
     ("operator", CLASSROOM): {
         "userlands.userland.dev": READ | {"patch", "update"},
-        "templates.userland.dev": READ,
         "userlands.userland.dev/status": {"patch", "update"},
         "templates.userland.dev/status": {"patch", "update"},
         "userlands.userland.dev/finalizers": {"update"},
@@ -171,6 +170,7 @@ GRANTS = {
         "daemonsets.apps": READ | {"create", "update", "delete"},
         "templates.userland.dev/finalizers": {"update"},
         # An admin's new course (CourseRequest): made, never changed; the one role it may bind.
+        # Templates: read, and create (the copy), never changed.
         "templates.userland.dev": READ | {"create"}, "namespaces": {"get", "create"},
         "rolebindings.rbac.authorization.k8s.io": {"create"},
         "clusterroles.rbac.authorization.k8s.io[userland-web]": {"bind"},

@@ -256,7 +256,8 @@ async def test_every_dangerous_write_is_refused(as_web: KubeClient, course: str,
         "list CourseRequests": as_web.list(COURSE_REQUESTS, "userland-system"),
         "delete a CourseRequest": as_web.delete(COURSE_REQUESTS, "userland-system", "anything"),
         "mark a CourseRequest made": as_web.merge_patch(
-            COURSE_REQUESTS, "userland-system", "anything", {"status": {"address": "x"}}, subresource="status"),
+            COURSE_REQUESTS, "userland-system", "anything", {"status": {"address": "x"}},
+            subresource="status"),
         "create a CourseRequest in a course": as_web.create(COURSE_REQUESTS, course, {
             "apiVersion": "userland.dev/v1alpha1", "kind": "CourseRequest", "metadata": {"name": "x"},
             "spec": {}}),

@@ -8,7 +8,6 @@ environment is copied; the web UI's Role there is deploy/rbac/web.yaml's userlan
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
@@ -23,11 +22,11 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tests.operator.support import running_controller
 from tests.support import MUST_COMPLETE, eventually
 from tests.support.lti_launch_platform import INSTRUCTOR, LaunchSpec, LtiTestPlatform
 from tests.web.course_support import REPO, apply_rbac, make_course, web_client
 from userland.local.controlplane import ControlPlane
-from userland.operator.controller import Controller
 from userland.platform.clients.kube import (
     COURSE_REQUESTS,
     NAMESPACES,
@@ -89,20 +88,10 @@ async def new_name(kube: KubeClient, course: str) -> AsyncIterator[str]:
 @pytest.fixture
 async def operator(rbac: ControlPlane, course: str, tmp_path: Path) -> AsyncIterator[None]:
     kubeconfig = rbac.write_kubeconfig(tmp_path / "operator.kubeconfig", "operator-token")
-    client = await KubeClient.connect(str(kubeconfig))
     settings = Settings(namespaces=(course,), public_url=PUBLIC_URL, lti_namespace=course,
                         gateway_namespace="userland-system", image_pull_wait_seconds=0)
-    controller = Controller(client, settings, workers=2)
-    tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
-    await asyncio.wait_for(controller.wait_synced(), 30)
-    yield
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    await controller.events.close()
-    await controller.close()
-    controller.queue.close()
-    await client.close()
+    async with running_controller(str(kubeconfig), settings, workers=2):
+        yield
 
 
 @pytest.fixture
