@@ -15,7 +15,8 @@ builders.py: the
   pure decisions;
 - operator/loop.py: the workers, the queue and the resync, shared by every reconciler;
 - operator/assignments.py: the Assignment reconcile (hand out, collect, return feedback, through
-  worker Pods and the assignment store), beside the two others.
+  worker Pods and the assignment store), beside the two others;
+- operator/course_requests.py: an admin's new course from the LMS linking page (with LTI only).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from userland.operator.apply import Applier
 from userland.operator.assignments import AssignmentReconciler
 from userland.operator.capacity import Capacity
+from userland.operator.course_requests import CourseRequestReconciler
 from userland.operator.events import EventRecorder
 from userland.operator.indexes import Caches, Key
 from userland.operator.loop import Loop, Reconciler
@@ -109,6 +111,14 @@ class Controller:
             clock=clock, worker_image=lambda: self.worker_image)
         reconcilers: list[Reconciler] = [self.template_reconciler, self.userland_reconciler,
                                          self.assignment_reconciler]
+        # Admins' new courses from the LMS linking page (operator/course_requests.py): with LTI only.
+        # The web UI's ServiceAccount is in the platform's own namespace (the gateway's).
+        self.course_requests = (CourseRequestReconciler(
+            client, self.applier, self.queue, settings.lti_namespace, settings.public_url,
+            settings.gateway_namespace or settings.lti_namespace) if settings.lti_namespace else None)
+        if self.course_requests is not None:
+            reconcilers.append(self.course_requests)
+            self.informers.append(self.course_requests.requests)
         self.loop = Loop(reconcilers, queue=self.queue, metrics=self.metrics, workers=workers,
                          resync_seconds=resync_seconds)
 

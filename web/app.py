@@ -39,6 +39,7 @@ from userland.web.context import IDENTITY, WEB, WebContext, identity_of, web_con
 from userland.web.help_monitor import HelpMonitor
 from userland.web.lti_deep_link import setup_lti_deep_link_routes
 from userland.web.lti_link import setup_lti_link_routes
+from userland.web.lti_new_course import setup_new_course_routes
 from userland.web.lti_sync import RosterSync
 from userland.web.metrics import WEB_METRICS, WebMetrics, metrics_page, route_of
 from userland.web.routes_actions import setup_action_routes
@@ -265,6 +266,7 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
     setup_grading_routes(app)
     setup_help_routes(app)
     setup_lti_link_routes(app)
+    setup_new_course_routes(app)
     setup_lti_deep_link_routes(app)
     setup_lti_sync_routes(app)
 

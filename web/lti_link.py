@@ -44,6 +44,7 @@ from userland.web.context import WebContext, identity_of, web_context
 from userland.web.routes_audit import AUDIT
 from userland.web.rules.courses import Course, course_role
 from userland.web.rules.lti_link import Decision, LaunchCourse, decide, may_link, namespace_annotations
+from userland.web.rules.new_course import offer
 
 log = logging.getLogger(__name__)
 PATH = "/lms/course"
@@ -170,8 +171,10 @@ def _render(request: web.Request, launch: LaunchCourse | None, decision: Decisio
                          "Linking an LMS course to Userland is for its instructors. As a student, "
                          "open Userland from your course's link: it takes you to your own environment.")
     assert launch is not None
+    # Admins may also ask for a new course (web/lti_new_course.py): its form, if any.
+    new_course = offer(identity_of(request).role == "admin", launch, decision)
     return ctx.page(request, "lms_course.html", title="Link your LMS course", launch=launch,
-                    decision=decision, request_launch=launch_id)
+                    decision=decision, request_launch=launch_id, new_course=new_course)
 
 
 async def link_course(request: web.Request) -> web.StreamResponse:

@@ -277,6 +277,18 @@ class ClassState:
             self.notifier.changed(name, {EVERYTHING})
             log.info("course gone", extra={"namespace": name})
 
+    def reprobe(self, namespace: str) -> CourseWatch | None:
+        """A course set up a moment ago (its RoleBinding made after its namespace appeared, as the
+        operator makes a new course): look again now, not after `probe_interval`."""
+        watch = self.watches.get(namespace)
+        if watch is None or watch.status != "not_set_up":
+            return watch
+        self._tasks.pop(namespace).cancel()
+        watch = CourseWatch(self.kube, namespace, self.notifier, probe_interval=self.probe_interval)
+        self.watches[namespace] = watch
+        self._tasks[namespace] = asyncio.create_task(watch.run(), name=f"course-watch-{namespace}")
+        return watch
+
     async def start(self) -> None:
         self._background = [asyncio.create_task(self.namespaces.run(), name="course-namespaces"),
                             asyncio.create_task(self.notifier.run(), name="course-notifier")]

@@ -78,6 +78,10 @@ LABEL_COURSE = "userland.dev/course"
 ANNOTATION_COURSE_TITLE = "userland.dev/title"
 ANNOTATION_INSTRUCTORS = "userland.dev/instructors"
 ANNOTATION_ASSISTANTS = "userland.dev/assistants"
+# A course the operator made from a CourseRequest (docs/lti.md): "<namespace>/<name>" of the
+# request, on the course's namespace. A namespace without it (or naming another request) is
+# never touched by the operator.
+ANNOTATION_COURSE_REQUEST = "userland.dev/course-request"
 # Help in the lab (platform/model/grants.py): who may open a student's environment without being asked
 # (`on-request`, the default: nobody; `instructors`: the course's instructors and admins, never
 # assistants), and how long staff access lasts (a duration such as `1h` or `45m`; default 1 h).

@@ -85,7 +85,22 @@ CAN_I = [
     ("operator", "watch", "templates.userland.dev", "", CLASSROOM, True),
     ("operator", "create", "userlands.userland.dev", "", CLASSROOM, False),
     ("operator", "delete", "userlands.userland.dev", "", CLASSROOM, False),
-    ("operator", "create", "templates.userland.dev", "", CLASSROOM, False),
+    # Create only: the copy a CourseRequest asks for, in the course it makes (never a change).
+    ("operator", "create", "templates.userland.dev", "", CLASSROOM, True),
+    # An admin's new course (operator/course_requests.py): create, never change or delete.
+    ("operator", "create", "namespaces", "", CLASSROOM, True),
+    ("operator", "patch", "namespaces", "", CLASSROOM, False),
+    ("operator", "delete", "namespaces", "", CLASSROOM, False),
+    ("operator", "create", "rolebindings.rbac.authorization.k8s.io", "", CLASSROOM, True),
+    ("operator", "patch", "rolebindings.rbac.authorization.k8s.io", "", CLASSROOM, False),
+    ("operator", "delete", "rolebindings.rbac.authorization.k8s.io", "", CLASSROOM, False),
+    ("operator", "bind", "clusterroles.rbac.authorization.k8s.io/userland-web", "", CLASSROOM, True),
+    ("operator", "bind", "clusterroles.rbac.authorization.k8s.io/admin", "", CLASSROOM, False),
+    ("operator", "bind", "clusterroles.rbac.authorization.k8s.io/cluster-admin", "", CLASSROOM, False),
+    ("operator", "escalate", "clusterroles.rbac.authorization.k8s.io/userland-web", "", CLASSROOM, False),
+    ("operator", "create", "clusterroles.rbac.authorization.k8s.io", "", CLASSROOM, False),
+    ("operator", "patch", "courserequests.userland.dev", "status", SYSTEM, True),
+    ("operator", "create", "courserequests.userland.dev", "", SYSTEM, False),
     # A Template's podSpec runs in every student's pod: the operator's token must not rewrite it.
     ("operator", "patch", "templates.userland.dev", "", CLASSROOM, False),
     ("operator", "update", "templates.userland.dev", "", CLASSROOM, False),
@@ -140,7 +155,6 @@ GRANTS = {
     },
     ("operator", CLASSROOM): {
         "userlands.userland.dev": READ | {"patch", "update"},
-        "templates.userland.dev": READ,
         "userlands.userland.dev/status": {"patch", "update"},
         "templates.userland.dev/status": {"patch", "update"},
         "userlands.userland.dev/finalizers": {"update"},
@@ -155,6 +169,12 @@ GRANTS = {
         # A Template's image pullers (docs/capacity.md), owned by it.
         "daemonsets.apps": READ | {"create", "update", "delete"},
         "templates.userland.dev/finalizers": {"update"},
+        # An admin's new course (CourseRequest): made, never changed; the one role it may bind.
+        # Templates: read, and create (the copy), never changed.
+        "templates.userland.dev": READ | {"create"}, "namespaces": {"get", "create"},
+        "rolebindings.rbac.authorization.k8s.io": {"create"},
+        "clusterroles.rbac.authorization.k8s.io[userland-web]": {"bind"},
+        "courserequests.userland.dev": READ, "courserequests.userland.dev/status": {"patch", "update"},
     },
 }
 GRANTS[("operator", SYSTEM)] = {**GRANTS[("operator", CLASSROOM)],
@@ -170,9 +190,8 @@ def test_granted_rules_are_exactly_these(rbac: ControlPlane, who: str, namespace
     for line in result.stdout.splitlines()[1:]:
         match = RULE_LINE.match(line)
         if match:  # resource rules; non-resource URL lines start with blanks
-            resource, names, verbs = match.groups()
-            assert names == "", f"{resource}: unexpected resourceNames {names}"
-            granted.setdefault(resource, set()).update(verbs.split())
+            resource, names, verbs = match.groups()  # resourceNames, if any, are part of the key
+            granted.setdefault(f"{resource}[{names}]" if names else resource, set()).update(verbs.split())
     assert granted == {**SELF_REVIEW, **GRANTS[(who, namespace)]}
 
 

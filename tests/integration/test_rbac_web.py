@@ -18,6 +18,7 @@ import pytest
 from tests.web.course_support import apply_rbac, kubectl, make_course, web_client
 from userland.local.controlplane import ControlPlane
 from userland.platform.clients.kube import (
+    COURSE_REQUESTS,
     DEPLOYMENTS,
     EVENTS,
     NAMESPACES,
@@ -251,6 +252,15 @@ async def test_every_dangerous_write_is_refused(as_web: KubeClient, course: str,
         # The LTI namespace: the tool's key Secret only (web/lti_sync.py), no other.
         "read another Secret of the LTI namespace": as_web.get(SECRETS, "userland-system", "anything"),
         "list the LTI namespace's Secrets": as_web.list(SECRETS, "userland-system"),
+        # CourseRequests: asked for (create) and read back, never changed or listed.
+        "list CourseRequests": as_web.list(COURSE_REQUESTS, "userland-system"),
+        "delete a CourseRequest": as_web.delete(COURSE_REQUESTS, "userland-system", "anything"),
+        "mark a CourseRequest made": as_web.merge_patch(
+            COURSE_REQUESTS, "userland-system", "anything", {"status": {"address": "x"}},
+            subresource="status"),
+        "create a CourseRequest in a course": as_web.create(COURSE_REQUESTS, course, {
+            "apiVersion": "userland.dev/v1alpha1", "kind": "CourseRequest", "metadata": {"name": "x"},
+            "spec": {}}),
         "create Userland outside a course": as_web.create(USERLANDS, plain, _userland("mallory")),
         "list Userlands outside a course": as_web.list(USERLANDS, plain),
         "list Templates outside a course": as_web.list(TEMPLATES, plain),

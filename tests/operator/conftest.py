@@ -9,14 +9,13 @@ the operator runs with `image_pull_wait_seconds=0` unless a test asks otherwise.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.operator.support import Cluster, OperatorRunner
+from tests.operator.support import Cluster, OperatorRunner, running_controller
 from userland.operator.controller import Controller
 from userland.platform.clients.kube import KubeClient
 from userland.platform.model.settings import Settings
@@ -34,27 +33,16 @@ def run_operator(control_plane: Any, namespace: str) -> OperatorRunner:
 
     @contextlib.asynccontextmanager
     async def run(namespaces: tuple[str, ...] = (), settings_extra: dict[str, Any] | None = None,
-                  **kwargs: Any) -> AsyncIterator[Controller]:
-        client = await KubeClient.connect(str(control_plane.kubeconfig))
+                  kubeconfig: str | None = None, **kwargs: Any) -> AsyncIterator[Controller]:
+        # `kubeconfig`: another identity (the operator's own ServiceAccount, its RBAC applied).
         # No DaemonSet controller here counts the image pullers' nodes, so a Template's new image
         # would never be "on the nodes": environments roll at once unless a test (of that wait,
         # tests/operator/test_capacity.py) asks for it.
         extra = {"image_pull_wait_seconds": 0, **(settings_extra or {})}
         settings = Settings(namespaces=namespaces or (namespace,), public_url="https://userland.example.edu",
                             **extra)
-        controller = Controller(client, settings, **{"workers": 4, **kwargs})
-        tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
-        try:
-            await asyncio.wait_for(controller.wait_synced(), 30)
+        async with running_controller(kubeconfig or str(control_plane.kubeconfig), settings,
+                                      **kwargs) as controller:
             yield controller
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await asyncio.wait_for(controller.events.flush(), 10)
-            await controller.events.close()
-            await controller.close()
-            controller.queue.close()
-            await client.close()
 
     return run

@@ -4,9 +4,10 @@ object, `caught_up` until its caches hold what the API server holds."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tests.support import eventually
@@ -15,10 +16,22 @@ from userland.operator.controller import Controller
 from userland.operator.indexes import USERLAND
 from userland.platform.clients.informer import version_number
 from userland.platform.clients.kube import PODS, TEMPLATES, USERLANDS, KubeClient, NotFound, Resource
+from userland.platform.model.settings import Settings
 
 JSON = dict[str, Any]
-__all__ = ["Cluster", "OperatorRunner", "caught_up", "eventually", "exists", "get_or_none", "gone",
-           "reconciled_since", "template_body", "userland_body"]
+__all__ = [
+    "Cluster",
+    "OperatorRunner",
+    "caught_up",
+    "eventually",
+    "exists",
+    "get_or_none",
+    "gone",
+    "reconciled_since",
+    "running_controller",
+    "template_body",
+    "userland_body",
+]
 
 
 class Cluster:
@@ -111,3 +124,24 @@ async def caught_up(controller: Controller, kube: KubeClient, namespace: str) ->
         return controller.queue.depth == 0 and not controller.queue._active
 
     await eventually(same, interval=0.05)
+
+
+@contextlib.asynccontextmanager
+async def running_controller(kubeconfig: str, settings: Settings, **kwargs: Any) -> AsyncIterator[Controller]:
+    """The project's Controller in this process, leading, as `kubeconfig`'s identity; stopped
+    (its last Events flushed) on the way out."""
+    client = await KubeClient.connect(kubeconfig)
+    controller = Controller(client, settings, **{"workers": 4, **kwargs})
+    tasks = [asyncio.create_task(controller.run_informers()), asyncio.create_task(controller.lead())]
+    try:
+        await asyncio.wait_for(controller.wait_synced(), 30)
+        yield controller
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.wait_for(controller.events.flush(), 10)
+        await controller.events.close()
+        await controller.close()
+        controller.queue.close()
+        await client.close()

@@ -62,7 +62,7 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_base_renders_the_expected_kinds(rendered: list[dict[str, Any]]) -> None:
     kinds = Counter(d["kind"] for d in rendered)
     assert kinds == Counter({
-        "Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 4, "ClusterRole": 4,
+        "Namespace": 1, "CustomResourceDefinition": 5, "ServiceAccount": 4, "ClusterRole": 4,
         "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3, "ConfigMap": 1, "Deployment": 5,
         "Service": 6, "NetworkPolicy": 7, "PersistentVolumeClaim": 1, "PriorityClass": 1,
     })
@@ -87,7 +87,8 @@ def test_everything_namespaced_is_in_userland_system(rendered: list[dict[str, An
 def test_the_crds_are_the_files_in_deploy_crds(rendered: list[dict[str, Any]]) -> None:
     # The control plane fixture applies every deploy/crds/*.yaml as a CRD: nothing else there.
     files = sorted((DEPLOY / "crds").iterdir())
-    assert [f.name for f in files] == ["assignments.userland.dev.yaml", "ltiregistrations.userland.dev.yaml",
+    assert [f.name for f in files] == ["assignments.userland.dev.yaml", "courserequests.userland.dev.yaml",
+                                       "ltiregistrations.userland.dev.yaml",
                                        "templates.userland.dev.yaml", "userlands.userland.dev.yaml"]
     for f in files:
         assert yaml.safe_load(f.read_text()) in [d for d in rendered
