@@ -123,7 +123,7 @@ class LmsLinks:
 
     async def audit(self, login: str, action: str, result: str) -> None:
         """An entry in the audit stream across courses (web/audit.py's fields), and a log line."""
-        log.info("account link", extra={"event": f"account.{action}", "login": login, "result": result})
+        log.info("account link", extra={"event": action, "login": login, "result": result})
         fields = {"time": repr(time.time()), "actor": login, "role": "student", "action": action,
                   "course": "", "targets": json.dumps([login]), "result": result, "filter": ""}
         try:

@@ -5,7 +5,9 @@ name. The first login binds the (lowercased) name to GitHub's immutable numeric 
 Redis hash (platform/model/keyspace.py `login_binding_key`); a later login with that name but another
 id is refused, so the newcomer cannot inherit the old owner's environment. Admins can read and
 clear a binding (after checking who is who). A name an LMS user holds (an LTI launch,
-auth/lti_store.py) is bound the same way, to the LMS identity, and is never a GitHub account's.
+auth/lti_store.py) is bound the same way, to the LMS identity, and is never a GitHub account's,
+unless that LMS user linked their GitHub account to it (auth/account_link.py: `link_github`, and
+`linked_login`, which a GitHub sign-in asks first).
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ import redis.asyncio
 from yarl import URL
 
 from tests.fakes.github import FakeGitHub
+from tests.jargon import jargon_in
 from tests.support import MUST_COMPLETE, eventually
 from tests.support.lti_launch_platform import LEARNER, LaunchSpec, LtiTestPlatform
 from userland.auth.bindings import LoginBindings
 from userland.auth.rules.origins import cookie_names
 from userland.platform.clients.kube import KubeClient
 from userland.platform.clients.sessions import RedisSessionStore
-from userland.platform.model.keyspace import AUDIT_STREAM, lms_link_key, pattern, OAUTH_STATE_PREFIX
+from userland.platform.model.keyspace import AUDIT_STREAM, OAUTH_STATE_PREFIX, lms_link_key, pattern
 
 from .conftest import PUBLIC_URL, GatewayFactory
 from .lti_flow import HOST, LtiFlow, page_data, ready_condition, register
@@ -58,7 +59,8 @@ class Doors:
     async def github_sign_in(self, name: str) -> str:
         """A GitHub sign-in as `name`; returns the session cookie."""
         self.github.sign_in(name)
-        resp = await self.gateway.get("/auth/login", params={"next": "/"}, headers=HOST, allow_redirects=False)
+        resp = await self.gateway.get("/auth/login", params={"next": "/"}, headers=HOST,
+                                      allow_redirects=False)
         assert resp.status == 302, await resp.text()
         nonce = resp.cookies[NONCE].value
         back = await self.github_back(resp.headers["Location"], nonce)
@@ -81,8 +83,9 @@ class Doors:
     async def callback(self, callback_url: str, nonce: str | None, session: str | None,
                        ) -> aiohttp.ClientResponse:
         cookies = {**({NONCE: nonce} if nonce else {}), **({SESSION: session} if session else {})}
+        cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
         return await self.gateway.get(URL(callback_url).path_qs, allow_redirects=False,
-                                      headers={**HOST, "Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())})
+                                      headers={**HOST, "Cookie": cookie})
 
     async def launch(self, spec: LaunchSpec, session: str | None = None) -> aiohttp.ClientResponse:
         """A whole LMS launch; the last step (/lti/continue, top-level) carries `session`."""
@@ -107,8 +110,8 @@ class Doors:
 
     async def post(self, path: str, session: str, csrf: str | None) -> aiohttp.ClientResponse:
         form = {} if csrf is None else {"csrf": csrf}
-        return await self.gateway.post(path, data=form, allow_redirects=False,
-                                       headers={**HOST, "Cookie": f"{SESSION}={session}", "Origin": PUBLIC_URL})
+        headers = {**HOST, "Cookie": f"{SESSION}={session}", "Origin": PUBLIC_URL}
+        return await self.gateway.post(path, data=form, allow_redirects=False, headers=headers)
 
     async def csrf(self, session: str) -> str:
         found = _CSRF.search(await self.account(session))
@@ -171,6 +174,7 @@ async def test_an_lms_student_links_github_and_both_doors_open_the_same_login(do
     assert await doors.login_of(alice) == "alice"
     page = await doors.account(alice)
     assert "through your LMS" in page and "Link your GitHub account" in page
+    assert jargon_in(page) == []
     linked = await doors.link_github(alice, "alicegh")
     assert linked.status == 200 and "GitHub account linked" in await linked.text()
     # GitHub now signs alice in as alice (not as alicegh), and so does the LMS.
@@ -180,7 +184,7 @@ async def test_an_lms_student_links_github_and_both_doors_open_the_same_login(do
     assert binding is not None and binding.github_id == 501 and binding.lti_subject
     assert await LoginBindings(doors.rdb).get("alicegh") is None  # no second environment
     page = await doors.account(alice)
-    assert page.count("<strong>linked</strong>") == 2 and "csrf" not in page
+    assert page.count("<strong>linked</strong>") == 2 and "csrf" not in page and jargon_in(page) == []
     assert [(e["actor"], e["action"], e["result"]) for e in await doors.audit()] == [
         ("alice", "account.link-github", "linked GitHub account alicegh")]
 
@@ -191,7 +195,8 @@ async def test_a_github_student_links_the_lms_and_both_doors_open_the_same_login
     await doors.arm_lms_link(bob)
     assert "Waiting" in await doors.account(bob)
     # The next launch completed in this browser, by an LMS user seen for the first time.
-    assert await doors.login_of(await doors.lms_sign_in(learner("u-5", "bob@uni.example.edu"), bob)) == "bobgh"
+    linked = await doors.lms_sign_in(learner("u-5", "bob@uni.example.edu"), bob)
+    assert await doors.login_of(linked) == "bobgh"
     assert await LoginBindings(doors.rdb).get("bob") is None  # the name it got a moment ago is free again
     # From now on, from any browser: the LMS and GitHub both land in bobgh.
     assert await doors.login_of(await doors.lms_sign_in(learner("u-5", "bob@uni.example.edu"))) == "bobgh"

@@ -17,7 +17,7 @@ NEITHER = rules.doors(0, "")
 
 
 def test_reserved_names_are_the_plain_names_of_admins_and_instructors() -> None:
-    assert RESERVED == frozenset({"root", "teach"})
+    assert frozenset({"root", "teach"}) == RESERVED
 
 
 @pytest.mark.parametrize(("role", "login", "door", "expected"), [
