@@ -36,8 +36,9 @@ async def _doors(request: web.Request, login: str) -> rules.Doors:
     return rules.doors(binding.github_id, binding.lti_subject) if binding else rules.doors(0, "")
 
 
-async def _form_session(request: web.Request) -> Session | web.Response:
-    """The session a link form was posted in, its CSRF token checked; else the page to answer."""
+async def _start(request: web.Request, want: str) -> Session | web.Response:
+    """The session a link form was posted in, its CSRF token checked and the link `want` allowed
+    for it; else the page to answer."""
     session = await current_session(request)
     if session is None:
         return pages.error_page(403, "Not signed in", "Sign in first, then link your account.",
@@ -45,6 +46,11 @@ async def _form_session(request: web.Request) -> Session | web.Response:
     form = await request.post()
     if not hmac.compare_digest(str(form.get("csrf") or ""), session.csrf):
         return pages.error_page(403, "Form expired", "This form has expired. Reload the page and try again.")
+    refusal = rules.start_link(want, role=session.role, login=session.login,
+                               door=await _doors(request, session.login),
+                               reserved=reserved(auth_context(request)))
+    if refusal is not None:
+        return pages.error_page(403, refusal.title, refusal.message, retry_url=ACCOUNT_PATH)
     return session
 
 
@@ -56,10 +62,10 @@ async def account(request: web.Request) -> web.StreamResponse:
     auth = auth_context(request)
     door = await _doors(request, session.login)
     names = reserved(auth)
-    github_refusal = rules.start_github_link(role=session.role, login=session.login, door=door,
-                                             reserved=names)
-    lms_refusal = rules.start_lms_link(role=session.role, login=session.login, door=door,
-                                       reserved=names)
+    github_refusal = rules.start_link("github", role=session.role, login=session.login, door=door,
+                                      reserved=names)
+    lms_refusal = rules.start_link("lms", role=session.role, login=session.login, door=door,
+                                   reserved=names)
     can_github = github_refusal is None and bool(auth.settings.github_client_id)
     note = "" if session.role == "student" else rules.NOT_STUDENT.message
     return pages.render("account.html", title="Your account", login=session.login,
@@ -71,14 +77,10 @@ async def account(request: web.Request) -> web.StreamResponse:
 
 @fail_closed
 async def link_github(request: web.Request) -> web.StreamResponse:
-    session = await _form_session(request)
+    session = await _start(request, "github")
     if isinstance(session, web.Response):
         return session
     auth = auth_context(request)
-    refusal = rules.start_github_link(role=session.role, login=session.login,
-                                      door=await _doors(request, session.login), reserved=reserved(auth))
-    if refusal is not None:
-        return pages.error_page(403, refusal.title, refusal.message, retry_url=ACCOUNT_PATH)
     if not auth.settings.github_client_id:
         return pages.error_page(503, "GitHub sign-in is not configured",
                                 "This site has no GitHub app configured, so there is nothing to link.")
@@ -95,14 +97,9 @@ async def link_github(request: web.Request) -> web.StreamResponse:
 
 @fail_closed
 async def link_lms(request: web.Request) -> web.StreamResponse:
-    session = await _form_session(request)
+    session = await _start(request, "lms")
     if isinstance(session, web.Response):
         return session
-    auth = auth_context(request)
-    refusal = rules.start_lms_link(role=session.role, login=session.login,
-                                   door=await _doors(request, session.login), reserved=reserved(auth))
-    if refusal is not None:
-        return pages.error_page(403, refusal.title, refusal.message, retry_url=ACCOUNT_PATH)
     await lms_links(request).arm(session.login, session.github_id, digest(session_cookie_id(request) or ""))
     log.info("LMS link armed", extra={"event": "account.lms_link_armed", "login": session.login})
     return pages.render("message.html", title="Now open Userland from your LMS",

@@ -74,26 +74,15 @@ def reserved_names(admins: Iterable[str], instructors: Iterable[str]) -> frozens
     return frozenset(entry.lower() for entry in (*admins, *instructors) if "/" not in entry)
 
 
-def start_github_link(*, role: Role, login: str, door: Doors, reserved: frozenset[str]) -> Refusal | None:
-    """May a signed-in user start "Link your GitHub account"?"""
+def start_link(want: str, *, role: Role, login: str, door: Doors, reserved: frozenset[str]) -> Refusal | None:
+    """May a signed-in user start linking the door `want` ("github": "Link your GitHub account",
+    from an LMS login; "lms": "Link your LMS account", from a GitHub login)?"""
     if role != "student" or login in reserved:
         return NOT_STUDENT
-    if door.github:
-        return HAS_GITHUB
-    if not door.lms:
-        return NO_DOOR
-    return None
-
-
-def start_lms_link(*, role: Role, login: str, door: Doors, reserved: frozenset[str]) -> Refusal | None:
-    """May a signed-in user arm "Link your LMS account"?"""
-    if role != "student" or login in reserved:
-        return NOT_STUDENT
-    if door.lms:
-        return HAS_LMS
-    if not door.github:
-        return NO_DOOR
-    return None
+    has, other = (door.github, door.lms) if want == "github" else (door.lms, door.github)
+    if has:
+        return HAS_GITHUB if want == "github" else HAS_LMS
+    return None if other else NO_DOOR
 
 
 @dataclass(frozen=True)

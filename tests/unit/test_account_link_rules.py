@@ -20,32 +20,24 @@ def test_reserved_names_are_the_plain_names_of_admins_and_instructors() -> None:
     assert frozenset({"root", "teach"}) == RESERVED
 
 
-@pytest.mark.parametrize(("role", "login", "door", "expected"), [
-    ("student", "alice", LMS_ONLY, None),
-    ("student", "alice", BOTH, rules.HAS_GITHUB),
-    ("student", "alice", GITHUB_ONLY, rules.HAS_GITHUB),
-    ("student", "alice", NEITHER, rules.NO_DOOR),
-    ("instructor", "alice", LMS_ONLY, rules.NOT_STUDENT),
-    ("student", "teach", LMS_ONLY, rules.NOT_STUDENT),
+@pytest.mark.parametrize(("want", "role", "login", "door", "expected"), [
+    ("github", "student", "alice", LMS_ONLY, None),
+    ("github", "student", "alice", BOTH, rules.HAS_GITHUB),
+    ("github", "student", "alice", GITHUB_ONLY, rules.HAS_GITHUB),
+    ("github", "student", "alice", NEITHER, rules.NO_DOOR),
+    ("github", "instructor", "alice", LMS_ONLY, rules.NOT_STUDENT),
+    ("github", "student", "teach", LMS_ONLY, rules.NOT_STUDENT),
+    ("lms", "student", "bob", GITHUB_ONLY, None),
+    ("lms", "student", "bob", BOTH, rules.HAS_LMS),
+    ("lms", "student", "bob", LMS_ONLY, rules.HAS_LMS),
+    ("lms", "student", "bob", NEITHER, rules.NO_DOOR),
+    ("lms", "admin", "bob", GITHUB_ONLY, rules.NOT_STUDENT),
+    ("lms", "student", "root", GITHUB_ONLY, rules.NOT_STUDENT),
 ])
-def test_who_may_start_linking_github(role: str, login: str, door: rules.Doors,
-                                      expected: rules.Refusal | None) -> None:
-    assert rules.start_github_link(role=role, login=login, door=door,  # type: ignore[arg-type]
-                                   reserved=RESERVED) == expected
-
-
-@pytest.mark.parametrize(("role", "login", "door", "expected"), [
-    ("student", "bob", GITHUB_ONLY, None),
-    ("student", "bob", BOTH, rules.HAS_LMS),
-    ("student", "bob", LMS_ONLY, rules.HAS_LMS),
-    ("student", "bob", NEITHER, rules.NO_DOOR),
-    ("admin", "bob", GITHUB_ONLY, rules.NOT_STUDENT),
-    ("student", "root", GITHUB_ONLY, rules.NOT_STUDENT),
-])
-def test_who_may_arm_linking_an_lms_account(role: str, login: str, door: rules.Doors,
-                                            expected: rules.Refusal | None) -> None:
-    assert rules.start_lms_link(role=role, login=login, door=door,  # type: ignore[arg-type]
-                                reserved=RESERVED) == expected
+def test_who_may_start_linking_the_other_door(want: str, role: str, login: str, door: rules.Doors,
+                                              expected: rules.Refusal | None) -> None:
+    assert rules.start_link(want, role=role, login=login, door=door,  # type: ignore[arg-type]
+                            reserved=RESERVED) == expected
 
 
 GOOD = rules.GitHubLinkFacts(
