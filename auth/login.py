@@ -17,6 +17,7 @@ from urllib.parse import urlencode, urlsplit
 from aiohttp import web
 
 from userland.auth import pages
+from userland.auth.account_link import finish_github_link, lms_links
 from userland.auth.context import AuthContext, auth_context, fail_closed, redirect, session_cookie_id
 from userland.auth.github import GitHubOAuth, GitHubUnavailable, OAuthRejected
 from userland.auth.oauth_state import StateMismatch
@@ -49,7 +50,7 @@ async def login(request: web.Request) -> web.StreamResponse:
     if settings.public_url and request.host.lower() != public.netloc.lower():
         # Start on the platform's own host, where the callback (and its nonce cookie) live.
         return redirect(f"{settings.public_url}/auth/login?" + urlencode({"next": next_url}))
-    github = _github(auth)
+    github = github_client(auth)
     pending = await auth.states.begin(next_url)
     url = github.authorization_url(state=pending.state, verifier=pending.verifier,
                                    redirect_uri=auth.public_origin(request) + CALLBACK_PATH,
@@ -59,7 +60,7 @@ async def login(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _github(auth: AuthContext) -> GitHubOAuth:
+def github_client(auth: AuthContext) -> GitHubOAuth:
     if auth.github is None:
         raise RuntimeError("the auth application is not running (cleanup_ctx not entered)")
     return auth.github
@@ -104,7 +105,7 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
         auth.sign_ins["cancelled"] += 1
         return pages.error_page(400, "Sign-in failed", "The sign-in answer had no code.",
                                 retry_url=_retry_url(pending.next_url))
-    github = _github(auth)
+    github = github_client(auth)
     redirect_uri = auth.public_origin(request) + CALLBACK_PATH
     try:
         token = await github.exchange_code(code=code, verifier=pending.verifier, redirect_uri=redirect_uri)
@@ -131,6 +132,10 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
         auth.sign_ins["invalid_login"] += 1
         return pages.error_page(502, "Sign-in failed", "GitHub returned an account name we cannot use.")
     member = roles.Membership(login=login_name, orgs=orgs, teams=teams)
+    if pending.link:  # "Link your GitHub account" (auth/account_link.py), not a sign-in
+        return await finish_github_link(request, auth, lms_links(request), pending, github_name=login_name,
+                                        github_id=user.id, role=roles.role_for(member, settings),
+                                        allowed=roles.is_allowed(member, settings))
     if not roles.is_allowed(member, settings):
         log.info("login refused: not in an allowed org",
                  extra={"event": "login.not_allowed", "login": login_name, "github_id": user.id})
@@ -139,7 +144,9 @@ async def _callback(request: web.Request, auth: AuthContext) -> web.StreamRespon
             403, "Not allowed here",
             f"The GitHub account {login_name} is not a member of an organization allowed to use "
             "this site. If you think it should be, ask your instructor to check your membership.")
-    return await complete_login(request, auth, login=login_name, github_id=user.id,
+    # A GitHub account an LMS user linked to their login signs in there (auth/account_link.py).
+    linked = await auth.bindings.linked_login(user.id)
+    return await complete_login(request, auth, login=linked or login_name, github_id=user.id,
                                 role=roles.role_for(member, settings), next_url=pending.next_url,
                                 name=user.name, avatar_url=user.avatar_url, teams=teams)
 

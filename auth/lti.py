@@ -265,7 +265,7 @@ async def launch(request: web.Request) -> web.StreamResponse:
             "again in a moment; if it keeps failing, tell your LMS admin.",
         )
     try:
-        login_name = await _bind(lti, checked, registration)
+        login_name, subject, fresh = await _bind(lti, checked, registration)
     except NameTaken as exc:
         lti.outcomes["name_taken"] += 1
         return lti_pages.refusal(
@@ -276,6 +276,7 @@ async def launch(request: web.Request) -> web.StreamResponse:
     await _note_assignment(lti, checked, registration)
     proven = _cookie_proves(request, state, pending)
     landing = _landing(lti, checked, registration, auth_context(request).proto)
+    fresh = fresh and not landing.course_page  # staff never link (auth/rules/account_link.py)
     if landing.course_page:
         course = await lti.store.remember_course(_course_payload(checked, registration, login_name))
         page = DEEP_LINK_PAGE if checked.deep_linking else COURSE_PAGE
@@ -290,6 +291,9 @@ async def launch(request: web.Request) -> web.StreamResponse:
             "environment": landing.environment,
             "issuer": checked.issuer,
             "context": checked.context_id,
+            # "Link your LMS account" (auth/account_link.py) may move an LMS user seen first now.
+            "subject": subject,
+            "fresh": fresh,
         }
     )
     lti.outcomes["checked"] += 1
@@ -452,8 +456,10 @@ def _display_name(launch: Launch) -> str:
     return name[:200] if isinstance(name, str) else ""
 
 
-async def _bind(lti: LtiContext, launch: Launch, registration: LtiRegistration) -> str:
+async def _bind(lti: LtiContext, launch: Launch, registration: LtiRegistration) -> tuple[str, str, bool]:
+    """The launch's login, its LMS user's key, and whether the LMS user was seen first now."""
     subject = lti_identity.subject_key(launch.issuer, launch.subject)
+    fresh = await lti.store.bound_login(subject) is None
     base = lti_identity.normalise(lti_identity.claimed_name(launch.claims, registration))
     # A name the settings list as an admin or instructor is a GitHub account's: never an LMS user's.
     reserved = {
@@ -461,6 +467,6 @@ async def _bind(lti: LtiContext, launch: Launch, registration: LtiRegistration) 
     }
     candidates = (c for c in lti_identity.login_candidates(base, subject) if c not in reserved)
     login_name = await lti.store.bind(subject, candidates)
-    return naming.normalize_login(login_name)
+    return naming.normalize_login(login_name), subject, fresh
 
 

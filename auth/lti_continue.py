@@ -13,6 +13,7 @@ import time
 from aiohttp import web
 
 from userland.auth import lti_pages
+from userland.auth.account_link import apply_lms_link, lms_links
 from userland.auth.context import auth_context, fail_closed, redirect, session_cookie_id
 from userland.auth.lti_context import TRY_AGAIN, LtiTarget, lti_context, starting
 from userland.platform.clients.sessions import Session
@@ -39,6 +40,10 @@ async def continue_launch(request: web.Request) -> web.StreamResponse:
                 403, "Sign-in failed", "This sign-in was not started in this browser. " + TRY_AGAIN
             )
     auth = auth_context(request)
+    linked = await apply_lms_link(request, lms_links(request), payload)  # "Link your LMS account"
+    if isinstance(linked, web.Response):
+        return linked
+    payload = linked
     environment = payload.get("environment")
     if isinstance(environment, list) and len(environment) == 3:
         target = LtiTarget(*(str(part) for part in environment))

@@ -64,14 +64,15 @@ class NameTaken(Exception):
 
 
 # The LMS user's binding and the name's, in one step: the subject keeps its first login for good;
-# a name a GitHub account or another LMS user holds is never taken. Returns the login bound now,
+# a name a GitHub account or another LMS user holds is never taken (a name holding both this LMS
+# user and a GitHub account is one they linked: auth/account_link.py). Returns the login bound now,
 # the subject's earlier login (the caller tries that one), or nil (the name is taken).
 _BIND_SUBJECT = """
 local bound = redis.call('HGET', KEYS[1], 'login')
 if bound and bound ~= ARGV[2] then return bound end
-if redis.call('HEXISTS', KEYS[2], 'github_id') == 1 then return false end
 local owner = redis.call('HGET', KEYS[2], 'lti')
 if owner and owner ~= ARGV[1] then return false end
+if not owner and redis.call('HEXISTS', KEYS[2], 'github_id') == 1 then return false end
 if not owner then redis.call('HSET', KEYS[2], 'lti', ARGV[1], 'bound_at', ARGV[3]) end
 if not bound then redis.call('HSET', KEYS[1], 'login', ARGV[2], 'bound_at', ARGV[3]) end
 return ARGV[2]

@@ -44,6 +44,10 @@ class PendingLogin:
     verifier: str
     next_url: str
     nonce: str  # the browser's half, set as the nonce cookie (auth/rules/origins.py `CookieNames.nonce`)
+    # "Link your GitHub account" (auth/account_link.py): the login to link to and the digest of
+    # the session cookie that asked; empty for a sign-in.
+    link: str = ""
+    link_session: str = ""
 
 
 class StateMismatch(Exception):
@@ -55,13 +59,15 @@ class OAuthStateStore:
         self._redis = client
         self.ttl = ttl
 
-    async def begin(self, next_url: str) -> PendingLogin:
+    async def begin(self, next_url: str, *, link: str = "", link_session: str = "") -> PendingLogin:
         if len(next_url) > MAX_NEXT_URL:
             next_url = "/"
         pending = PendingLogin(state=generate_token(_STATE_LENGTH),
                                verifier=generate_token(_VERIFIER_LENGTH),
-                               next_url=next_url, nonce=generate_token(_STATE_LENGTH))
-        record = {"verifier": pending.verifier, "next": next_url, "nonce": digest(pending.nonce)}
+                               next_url=next_url, nonce=generate_token(_STATE_LENGTH),
+                               link=link, link_session=link_session)
+        record = {"verifier": pending.verifier, "next": next_url, "nonce": digest(pending.nonce),
+                  **({"link": link, "link_session": link_session} if link else {})}
         try:
             await self._redis.set(oauth_state_key(pending.state), json.dumps(record),
                                   ex=self.ttl)
@@ -87,7 +93,9 @@ class OAuthStateStore:
             raise StateMismatch("malformed state record") from None
         if not nonce or not hmac.compare_digest(digest(nonce), str(nonce_hash)):
             raise StateMismatch("state was started in another browser")
-        return PendingLogin(state=state, verifier=str(verifier), next_url=str(next_url), nonce=nonce)
+        return PendingLogin(state=state, verifier=str(verifier), next_url=str(next_url), nonce=nonce,
+                            link=str(record.get("link") or ""),
+                            link_session=str(record.get("link_session") or ""))
 
 
 # Addresses this process counts locally per minute before it starts afresh (memory bound).

@@ -3,7 +3,8 @@
 Routes: `/auth/login`, `/auth/callback`, `/auth/logout` (GET confirm page, POST sign out),
 `/auth/handoff` and `/auth/signed-out` (student origins, auth/handoff.py),
 `/auth/verify` (forward-auth; the gateway mounts it on its internal listener instead),
-`/auth/admin/bindings/{login}` (+ `/clear`), and
+`/auth/admin/bindings/{login}` (+ `/clear`), `/auth/account` (+ `/link-github`, `/link-lms`:
+auth/account_page.py), and
 `/auth/dev-login` only when `settings.dev_login` is on, and the LTI launch (`/lti/login`,
 `/lti/launch`, `/lti/continue`, `/lti/jwks`: auth/lti.py) only when `settings.lti_namespace` is set.
 """
@@ -19,6 +20,8 @@ import redis.asyncio
 from aiohttp import web
 
 from userland.auth import admin, dev_login, handoff, login, pages, session_routes
+from userland.auth.account_link import LMS_LINKS, LmsLinks
+from userland.auth.account_page import setup_account_routes
 from userland.auth.bindings import LoginBindings
 from userland.auth.context import AUTH, SESSION_COOKIE, AuthContext, current_session
 from userland.auth.github import GitHubOAuth
@@ -105,6 +108,7 @@ def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio
                        host_namespaces=host_namespaces)
     app[AUTH] = auth
     app[LOGIN_RATE] = LoginRateLimiter(redis, settings.login_rate_per_minute)
+    app[LMS_LINKS] = LmsLinks(redis)
 
     async def github_client(_: web.Application) -> AsyncIterator[None]:
         async with aiohttp.ClientSession(timeout=GITHUB_TIMEOUT) as http:
@@ -123,6 +127,7 @@ def setup_auth(app: web.Application, settings: Settings, *, redis: redis.asyncio
         app.router.add_get("/auth/verify", session_routes.verify)
     app.router.add_get("/auth/admin/bindings/{login}", admin.get_binding)
     app.router.add_post("/auth/admin/bindings/{login}/clear", admin.clear_binding)
+    setup_account_routes(app)
     if settings.lti_namespace:
         lti = setup_lti(app, settings, redis=redis, rate_limited=rate_limited)
         if lti_setup is not None:

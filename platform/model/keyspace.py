@@ -105,6 +105,8 @@ LOGIN_BINDING_PREFIX = "userland:login-id:"
 OAUTH_STATE_PREFIX = "userland:oauth-state:"
 LOGIN_RATE_PREFIX = "userland:login-rate:"
 INVALIDATION_CHANNEL = "userland:session-invalidations"
+GITHUB_LINK_PREFIX = "userland:github-link:"  # a GitHub id linked to an LMS user's login
+LMS_LINK_PREFIX = "userland:lms-link:"  # a GitHub login's armed "link my LMS account"
 LTI_STATE_PREFIX = "userland:lti-state:"
 LTI_NONCE_PREFIX = "userland:lti-nonce:"
 LTI_TICKET_PREFIX = "userland:lti-ticket:"
@@ -184,6 +186,16 @@ def signout_key(chain: str) -> str:
 def login_binding_key(login: str) -> str:
     """GitHub logins are case-insensitive: one key per login whatever its case."""
     return LOGIN_BINDING_PREFIX + login.lower()
+
+
+def github_link_key(github_id: int) -> str:
+    """The login an LMS user linked this GitHub account to (auth/account_link.py)."""
+    return GITHUB_LINK_PREFIX + str(int(github_id))
+
+
+def lms_link_key(login: str) -> str:
+    """`login`'s armed link of an LMS account: single use, 10 minutes (auth/account_link.py)."""
+    return LMS_LINK_PREFIX + login.lower()
 
 
 def oauth_state_key(state: str) -> str:

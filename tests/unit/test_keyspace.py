@@ -61,6 +61,8 @@ BUILT: list[tuple[Callable[..., str], tuple[object, ...], str]] = [
     (keyspace.lti_sync_lock_key, ("cs101",), "userland:lti-sync-lock:cs101"),
     (keyspace.lti_grades_lock_key, ("cs101", "week1"), "userland:lti-grades-lock:cs101/week1"),
     (keyspace.lti_assignment_launches_key, ("cs101",), "userland:lti-assignment-launches:cs101"),
+    (keyspace.github_link_key, (4242,), "userland:github-link:4242"),
+    (keyspace.lms_link_key, ("Alice",), "userland:lms-link:alice"),
 ]
 
 CONSTANTS = {
@@ -74,6 +76,8 @@ CONSTANTS = {
     "OAUTH_STATE_PREFIX": "userland:oauth-state:",
     "LOGIN_RATE_PREFIX": "userland:login-rate:",
     "INVALIDATION_CHANNEL": "userland:session-invalidations",
+    "GITHUB_LINK_PREFIX": "userland:github-link:",
+    "LMS_LINK_PREFIX": "userland:lms-link:",
     "LTI_STATE_PREFIX": "userland:lti-state:",
     "LTI_NONCE_PREFIX": "userland:lti-nonce:",
     "LTI_TICKET_PREFIX": "userland:lti-ticket:",
