@@ -27,10 +27,9 @@ small here; on a real site it is minutes).
    it should be), over those Ready within three minutes of the start, and how many were Ready
    before the start; how many were not Ready by then (a node without room for all leaves some
    Pending) is reported beside them. Each environment requests an equal share of
-   `--lecture-share` (80%) of the CPU and memory the node has left (its allocatable less what
-   its Pods request), so all of them fit, with the placeholders' room, and a run on a node
-   the suite filled measures the same thing as one on an empty node; it stops with a clear
-   error when the node has too little left for that.
+   `--lecture-share` (80%) of the CPU the node has left (its allocatable less what its Pods
+   request) and 32 MiB, so all of them fit, each placeholder holding one's room; it stops with
+   a clear error when the node has too little left for that.
 `--only` runs one part. Everything it makes is deleted at the end, whatever happened. The
 results go to bench/results/capacity.json; a part not run keeps what an earlier run wrote.
 """
@@ -230,16 +229,20 @@ def room_left(cluster: Cluster) -> dict[str, Fraction]:
     return left
 
 
+MEMORY_MI = 32  # what the test environment needs; the node has GiBs: CPU is what runs out
+
+
 def lecture_requests(left: dict[str, Fraction], environments: int, share: float) -> dict[str, str]:
-    """Each environment's requests: an equal part of `share` of what is left, so that all fit
-    (the rest is slack for the puller and for Pods that come and go)."""
+    """Each environment's requests: CPU an equal part of `share` of what is left (so that all fit,
+    the rest slack for the puller and for Pods that come and go, as the room test sizes its
+    environments), memory 32 MiB if `share` of what is left holds that for all."""
     cpu_m = int(left["cpu"] * 1000 * Fraction(share) / environments)
-    memory_mi = int(left["memory"] * Fraction(share) / environments) >> 20
-    if cpu_m < 1 or memory_mi < 16:
+    memory_mi = min(MEMORY_MI, int(left["memory"] * Fraction(share) / environments) >> 20)
+    if cpu_m < 1 or memory_mi < MEMORY_MI:
         raise SystemExit(f"the node has {float(left['cpu']) * 1000:.0f}m CPU and "
                          f"{int(left['memory']) >> 20} MiB left: too little for {environments} environments "
-                         "(at least 1m and 16 MiB each); run the lecture alone (USERLAND_BENCH=lecture) or "
-                         "with fewer (--lecture)")
+                         f"(at least 1m and {MEMORY_MI} MiB each); run the lecture alone "
+                         "(USERLAND_BENCH=lecture) or with fewer (--lecture)")
     return {"cpu": f"{cpu_m}m", "memory": f"{memory_mi}Mi"}
 
 
