@@ -1,10 +1,13 @@
 """Ready before the lecture, measured on the real node (docs/capacity.md; figures in the README
 and docs/benchmarks.md; the run's results go to capacity.json in bench/results/).
 
-Runs inside the node's network namespace, after the node suite, against the platform it
-applied: `USERLAND_BENCH=capacity make test-cluster` (scripts/test-cluster.sh runs it then and
-passes the node's kubeconfig, test image and image list; by hand on a node that is up, run it
-under `nsenter --net=/run/netns/userland-node` with those three arguments). A registry of its own (Debian's
+Runs inside the node's network namespace, against the platform the node suite applied:
+`USERLAND_BENCH=capacity make test-cluster` runs it after the whole suite (both parts);
+`USERLAND_BENCH=lecture make test-cluster` applies the platform alone (the suite's first test,
+nothing else) and runs only part 2 (`--only lecture`) on a node that holds nothing but the
+platform, for a clean figure. scripts/test-cluster.sh passes the node's kubeconfig, test image
+and image list; by hand on a node that is up, run it under `nsenter
+--net=/run/netns/userland-node` with those three arguments. A registry of its own (Debian's
 docker-registry, tests/support/registry.py) on the namespace's loopback serves every image: the
 test environment's image plus a fresh 64 MiB layer of random bytes, so the node has every layer
 but that one and a "cold" start really pulls it (over loopback: the cost of the pull itself is
@@ -21,9 +24,14 @@ small here; on a real site it is minutes).
 2. A scheduled start of `--lecture` environments: a Template with a lecture about 5 minutes
    ahead (wakeBefore 2m), its students asleep (idleTimeout 20s); from the lecture's start to each
    environment Ready (its Pod's Ready time): p50 and p99 (negative: Ready before the start, as
-   it should be), over those Ready within three minutes of the start; how many were not (a node
-   without room for all leaves some Pending) is reported beside them.
-Everything it makes is deleted at the end, whatever happened.
+   it should be), over those Ready within three minutes of the start, and how many were Ready
+   before the start; how many were not Ready by then (a node without room for all leaves some
+   Pending) is reported beside them. Each environment requests an equal share of
+   `--lecture-share` (80%) of the CPU the node has left (its allocatable less what its Pods
+   request) and 32 MiB, so all of them fit, each placeholder holding one's room; it stops with
+   a clear error when the node has too little left for that.
+`--only` runs one part. Everything it makes is deleted at the end, whatever happened. The
+results go to bench/results/capacity.json; a part not run keeps what an earlier run wrote.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +58,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support.registry import Registry, archive_of  # noqa: E402
+from userland.operator.rules.capacity.room import parse_quantity, pod_requests  # noqa: E402
 from userland.platform.model import naming  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "capacity.json"
@@ -77,7 +87,7 @@ class Cluster:
                                                            "items": list(objects)}))
 
 
-def template(name: str, image: str, **spec: Any) -> dict[str, Any]:
+def template(name: str, image: str, requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": naming.API_VERSION, "kind": "Template", "metadata": {"name": name},
             "spec": {"routing": {"host": f"{name}.bench.test"}, "port": 8080, "podSpec": {
                 "automountServiceAccountToken": False, "enableServiceLinks": False,
@@ -86,7 +96,8 @@ def template(name: str, image: str, **spec: Any) -> dict[str, Any]:
                                 "ports": [{"containerPort": 8080}],
                                 "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080},
                                                    "periodSeconds": 1},
-                                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}]}, **spec}}
+                                "resources": {"requests": requests or {"cpu": "10m", "memory": "32Mi"}}}]},
+                     **spec}}
 
 
 def userland(login: str, tpl: str, suspended: bool = False) -> dict[str, Any]:
@@ -197,8 +208,51 @@ def ready_times(cluster: Cluster, tpl: str) -> dict[str, datetime]:
     return found
 
 
+def lecture_ready(cluster: Cluster, tpl: str) -> str:
+    """The course's line for its next lecture (the Template's LectureReady condition)."""
+    status = cluster.get("template", tpl).get("status") or {}
+    return next((f"{c['status']}: {c.get('message', '')}" for c in status.get("conditions") or []
+                 if c["type"] == "LectureReady"), "")
+
+
+def room_left(cluster: Cluster) -> dict[str, Fraction]:
+    """CPU (cores) and memory (bytes) the scheduler has left on the node: its allocatable less
+    what the Pods on it request (as tests/cluster/test_capacity_on_node.py counts it)."""
+    (node,) = cluster.get("nodes")["items"]
+    left = {r: parse_quantity(node["status"]["allocatable"][r]) for r in ("cpu", "memory")}
+    for pod in cluster.get("pods", "--all-namespaces")["items"]:
+        if pod["spec"].get("nodeName") == node["metadata"]["name"] and \
+                pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            requested = pod_requests(pod["spec"])
+            for resource in left:
+                left[resource] -= parse_quantity(requested.get(resource, "0"))
+    return left
+
+
+MEMORY_MI = 32  # what the test environment needs; the node has GiBs: CPU is what runs out
+
+
+def lecture_requests(left: dict[str, Fraction], environments: int, share: float) -> dict[str, str]:
+    """Each environment's requests: CPU an equal part of `share` of what is left (so that all fit,
+    the rest slack for the puller and for Pods that come and go, as the room test sizes its
+    environments), memory 32 MiB if `share` of what is left holds that for all."""
+    cpu_m = int(left["cpu"] * 1000 * Fraction(share) / environments)
+    memory_mi = min(MEMORY_MI, int(left["memory"] * Fraction(share) / environments) >> 20)
+    if cpu_m < 1 or memory_mi < MEMORY_MI:
+        raise SystemExit(f"the node has {float(left['cpu']) * 1000:.0f}m CPU and "
+                         f"{int(left['memory']) >> 20} MiB left: too little for {environments} environments "
+                         f"(at least 1m and {MEMORY_MI} MiB each); run the lecture alone "
+                         "(USERLAND_BENCH=lecture) or with fewer (--lecture)")
+    return {"cpu": f"{cpu_m}m", "memory": f"{memory_mi}Mi"}
+
+
 def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.Namespace) -> dict[str, Any]:
     name = f"{PREFIX}-lecture"
+    begun = datetime.now(UTC).isoformat(timespec="seconds")
+    left = room_left(cluster)
+    requests = lecture_requests(left, args.lecture, args.lecture_share)
+    print(f"lecture: {float(left['cpu']) * 1000:.0f}m CPU and {int(left['memory']) >> 20} MiB left on the "
+          f"node; each of {args.lecture} environments requests {requests}", file=sys.stderr)
     start = (datetime.now(UTC) + timedelta(minutes=5, seconds=59)).replace(second=0, microsecond=0)
     zone = "UTC" if 1 <= start.hour <= 22 else "Etc/GMT+6"
     local = start.astimezone(ZoneInfo(zone))
@@ -206,7 +260,7 @@ def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.
     try:
         image = registry.push_variant(archive, REPOSITORY, f"lecture-{secrets.token_hex(3)}",
                                       args.layer_mib << 20).reference
-        cluster.apply(template(name, image, idleTimeout="20s", schedule={
+        cluster.apply(template(name, image, requests, idleTimeout="20s", schedule={
             "timeZone": zone, "wakeBefore": "2m", "lectures": [{
                 "days": [local.strftime("%a")], "start": local.strftime("%H:%M"),
                 "end": (local + timedelta(minutes=30)).strftime("%H:%M")}]}))
@@ -219,6 +273,10 @@ def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.
         wait(asleep, "every student asleep before the wake",
              timeout=(start - datetime.now(UTC)).total_seconds() - 125, interval=1)
         asleep_at = datetime.now(UTC).replace(microsecond=0)  # Pod times are whole seconds
+        # What the course says ahead, with everyone asleep and room held (after a few seconds
+        # for the placeholders), and the last thing it said before the start.
+        time.sleep(min(20.0, max(0.0, (start - datetime.now(UTC)).total_seconds() - 121)))
+        said_ahead = said_last = lecture_ready(cluster, name)
 
         def woken() -> dict[str, datetime]:
             return {k: t for k, t in ready_times(cluster, name).items() if t >= asleep_at}
@@ -227,19 +285,22 @@ def lecture(cluster: Cluster, registry: Registry, archive: Path, args: argparse.
         # all of them leaves some Pending (the course says so), and those are counted, not waited for.
         give_up = start + timedelta(minutes=3)
         while len(ready := woken()) < len(logins) and datetime.now(UTC) < give_up:
+            if datetime.now(UTC) < start - timedelta(seconds=2):
+                said_last = lecture_ready(cluster, name)
             time.sleep(1)
-        lecture_text = cluster.get("template", name)["status"]
-        verdict: dict[str, Any] = next((c for c in lecture_text.get("conditions") or []
-                                        if c["type"] == "LectureReady"), {})
         offsets = sorted((t - start).total_seconds() for t in ready.values())
     finally:
         remove(cluster, [name])
-    return {"environments": len(logins), "ready": len(offsets),
+    return {"measured_at": begun, "environments": len(logins),
+            "node_left_before": {"cpu_m": int(left["cpu"] * 1000), "memory_mib": int(left["memory"]) >> 20},
+            "requests_each": requests, "ready": len(offsets),
+            "ready_before_start": sum(1 for o in offsets if o < 0),
             "not_ready_3_min_after": len(logins) - len(offsets),
             "lecture_start": start.isoformat(), "wake_before_s": 120,
             "p50_s": statistics.median(offsets) if offsets else None,
             "p99_s": offsets[min(len(offsets) - 1, int(len(offsets) * 0.99))] if offsets else None,
-            "max_s": offsets[-1] if offsets else None, "lecture_ready": verdict.get("message", "")}
+            "max_s": offsets[-1] if offsets else None,
+            "course_said_before_the_wake": said_ahead, "course_said_before_the_start": said_last}
 
 
 def main() -> int:
@@ -252,7 +313,11 @@ def main() -> int:
     parser.add_argument("--namespace", default="classroom")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lecture", type=int, default=50)
+    parser.add_argument("--lecture-share", type=float, default=0.8,
+                        help="the part of the node's room left that the lecture's environments request")
     parser.add_argument("--layer-mib", type=int, default=64)
+    parser.add_argument("--only", choices=("first-request", "lecture"),
+                        help="run one part (default: both)")
     args = parser.parse_args()
     cluster = Cluster(args.kubeconfig, args.namespace)
     archive = archive_of(args.image, Path(args.images_env))
@@ -260,10 +325,14 @@ def main() -> int:
     registry = Registry(workdir)
     try:
         registry.start()
-        results = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                   "fresh_layer_mib": args.layer_mib,
-                   "first_request_to_working": start_latencies(cluster, registry, archive, args),
-                   "scheduled_start": lecture(cluster, registry, archive, args)}
+        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        results["fresh_layer_mib"] = args.layer_mib
+        if args.only in (None, "first-request"):
+            results["first_request_to_working"] = {
+                "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                **start_latencies(cluster, registry, archive, args)}
+        if args.only in (None, "lecture"):
+            results["scheduled_start"] = lecture(cluster, registry, archive, args)
     finally:
         registry.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -81,7 +81,8 @@ class Capacity:
             if name != keep and self._ours(other, template):
                 await self._delete(DAEMONSETS, ns, name, logger, "an image set the Template no longer has")
         if desired is None:
-            return ImageProgress("Pulled", "no environment uses this Template: nothing to pull yet")
+            # True (nothing is missing), but not "Pulled": nothing was, and no event says it was.
+            return ImageProgress("NotInUse", "no environment uses this Template: nothing to pull yet")
         actual = await self._apply(DAEMONSETS, self.caches.daemonsets, desired, logger, template)
         progress = image_rules.prepull_progress(actual, count)
         template_obj = self.caches.templates.get(ns, template.name) or {}

@@ -8,6 +8,11 @@
 # namespaces, links, iptables rules, kernel settings, hard-coded paths) and fails if anything is.
 #
 # Usage: scripts/test-cluster.sh [PYTEST ARGS...]      (root; run by `make test-cluster`)
+#
+# USERLAND_BENCH=capacity: bench/capacity_bench.py after the suite, against the platform it
+# applied (both parts). USERLAND_BENCH=lecture: the suite is skipped but for its first test (the
+# platform applied and available), then only the bench's scheduled start (--only lecture), on a
+# node that holds nothing but the platform. Figures in bench/results/capacity.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +26,17 @@ export USERLAND_K8S_CACHE=${USERLAND_K8S_CACHE:-$HOME/.cache/userland/k8s-1.20.2
 export USERLAND_NODE_CACHE=${USERLAND_NODE_CACHE:-$HOME/.cache/userland/node}
 t0=$SECONDS
 stamp() { echo "test-cluster: $* ($((SECONDS - t0))s)" >&2; }
+# What runs on the node: the suite (PYTEST ARGS added), and the bench after it if asked.
+selection=(--durations=0 tests/cluster "$@")
+bench=()
+case ${USERLAND_BENCH:-} in
+    "") ;;
+    capacity) bench=(bench/capacity_bench.py) ;;
+    # Only the platform, as the suite's fixture applies it: the bench's lecture has the node to itself.
+    lecture) selection=(tests/cluster/test_deploy_on_node.py::test_every_deployment_is_available)
+             bench=(bench/capacity_bench.py --only lecture) ;;
+    *) echo "test-cluster: USERLAND_BENCH is capacity or lecture, not '$USERLAND_BENCH'" >&2; exit 2 ;;
+esac
 
 bash scripts/install-deps.sh node
 bash scripts/build-control-plane.sh "$USERLAND_K8S_CACHE" \
@@ -66,12 +82,10 @@ ns=$USERLAND_NODE_NS
 # The suite runs in the node's network namespace: the API server, Services and Pods are there.
 rc=0
 nsenter --net="/run/netns/$ns" .venv/bin/python -m pytest -p no:cacheprovider -q -rA --timeout=1200 \
-    --durations=0 tests/cluster "$@" || rc=$?
-# USERLAND_BENCH=capacity: bench/capacity_bench.py on this node, after the suite, against the
-# platform it applied (figures in bench/results/capacity.json).
-if [[ ${USERLAND_BENCH:-} == capacity ]]; then
-    stamp "bench/capacity_bench.py"
-    nsenter --net="/run/netns/$ns" .venv/bin/python bench/capacity_bench.py \
+    "${selection[@]}" || rc=$?
+if [[ ${#bench[@]} -gt 0 && ( $rc -eq 0 || ${USERLAND_BENCH} == capacity ) ]]; then
+    stamp "${bench[*]}"
+    nsenter --net="/run/netns/$ns" .venv/bin/python "${bench[@]}" \
         --kubeconfig "$USERLAND_NODE_KUBECONFIG" --image "$USERLAND_NODE_IMAGE_testenv" \
         --images-env "$USERLAND_NODE_STATE/images.env" || rc=1
     stamp "bench done"

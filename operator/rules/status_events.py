@@ -12,14 +12,16 @@ An Event says what happened and its real cause, once, when it happens:
   "Created" Event of its children already says it.
 - a Template: an Event when its Ready reason changes; when its images come to be on every
   node (`ImagesPulled`, Normal); and when whether its course is ready for the next lecture
-  changes (`ReadyForLecture` Normal, `NotReadyForLecture` Warning: docs/capacity.md). The
-  changing counts of a pull or of room say nothing new by themselves.
+  changes (`ReadyForLecture` Normal, `NotReadyForLecture` Warning: docs/capacity.md; none for
+  a course with no students expected, `NoStudents`). The changing counts of a pull or of room
+  say nothing new by themselves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from userland.operator.rules.capacity.readiness import NO_STUDENTS
 from userland.operator.rules.sleep import Verdict, cause_words
 from userland.platform.model.objects import JSON, ready_condition
 
@@ -74,7 +76,10 @@ def template_events(old: JSON, new: JSON) -> list[EventNote]:
     if new_images.get("reason") == "Pulled" and old_images.get("reason") != "Pulled":
         notes.append(EventNote("Normal", "ImagesPulled", str(new_images.get("message") or "")))
     old_lecture, new_lecture = _condition(old, "LectureReady"), _condition(new, "LectureReady")
-    if new_lecture and new_lecture.get("status") != old_lecture.get("status") and \
+    # A course with no students expected is neither ready nor not: no event of its own, and the
+    # first verdict once students come is told.
+    was = None if old_lecture.get("reason") == NO_STUDENTS else old_lecture.get("status")
+    if new_lecture and new_lecture.get("reason") != NO_STUDENTS and new_lecture.get("status") != was and \
             new_lecture.get("status") in ("True", "False"):
         ready = new_lecture.get("status") == "True"
         notes.append(EventNote("Normal" if ready else "Warning",

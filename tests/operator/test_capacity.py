@@ -100,9 +100,10 @@ async def test_images_are_pulled_ahead_where_the_environments_may_land_and_go_wi
     changes, goes when no environment uses the Template, and goes with the Template."""
     await create_lab(cluster)
     async with run_operator():
-        # Not in use: nothing to pull yet.
-        await eventually(lambda: condition_says(kube, namespace, "ImagesPulled",
-                                                "no environment uses this Template: nothing to pull yet"))
+        # Not in use: nothing to pull yet (True, but not "Pulled": no event says it was).
+        unused = await eventually(lambda: condition_says(
+            kube, namespace, "ImagesPulled", "no environment uses this Template: nothing to pull yet"))
+        assert (unused["status"], unused["reason"]) == ("True", "NotInUse")
         assert await pullers(kube, namespace) == []
         # A DaemonSet with the pullers' labels that the Template does not own is never touched.
         await kube.create(DAEMONSETS, namespace, foreign_daemonset())

@@ -318,6 +318,17 @@ READINESS = [
      "False", "NoNodes",
      "Not ready for the lecture at 09:00: 2 of 2 environments can start; no server can run these "
      "environments: tell your admin; room for 0 of 2 (2 would wait for a server to be added)"),
+    # Everyone already on a node before the window opens (they were woken early, or work now):
+    # nothing to hold, ready (not "Getting ready", which /metrics counts as not ready).
+    ("before the window, everyone on a node", _envs(3, 0), PULLED,
+     Room(False, opens=NINE - timedelta(minutes=5)), Window(NINE, NINE - timedelta(minutes=5), False),
+     "True", "Ready", "Ready for the lecture at 09:00: 3 of 3 environments can start; software on all 4 "
+                      "servers; room for all 3"),
+    # Not "0 of 0 environments can start; software ready; room for 0": nothing there is true.
+    ("no students", [], ImageProgress("NotInUse", "no environment uses this Template: nothing to pull yet"),
+     Room(True), WINDOW, "True", "NoStudents",
+     "No students yet for the lecture at 09:00: no environment to start ahead (none in this course, or "
+     "all suspended)"),
 ]
 
 
@@ -333,7 +344,7 @@ def test_ready_for_the_lecture(case: str, envs: list[Environment], progress: Ima
 
 @pytest.mark.parametrize(("progress", "words"), [
     (ImageProgress("Pulled", "image on 1/1 nodes", 1, 1), "software on the server"),
-    (ImageProgress("Pulled", "no environment uses this Template: nothing to pull yet"), "software ready"),
+    (ImageProgress("NotInUse", "no environment uses this Template: nothing to pull yet"), "software ready"),
     (ImageProgress("Pulling", "images on 0 nodes yet: waiting for the nodes to be counted"),
      "software being copied to the servers"),
     (ImageProgress("Pulling", "images on 1/4 nodes; environments no longer wait ...", 1, 4, late=True),
@@ -393,3 +404,25 @@ def test_template_events_tell_pulled_images_and_the_lecture_verdict_once() -> No
         "Normal", "ReadyForLecture",
         "Ready for the lecture at 08:00: 2 of 2 environments can start; software on all 4 servers; "
         "room for all 2")
+
+
+def test_a_course_with_no_students_tells_no_lecture_event() -> None:
+    """A scheduled Template nobody uses said "Ready ...: 0 of 0 environments can start" in a
+    ReadyForLecture event, and "nothing to pull yet" in an ImagesPulled one; now it tells
+    neither, and the first verdict once students come is told."""
+    obj = {"metadata": {"name": "lab", "generation": 3}, "status": {}}
+    now = "2026-11-23T07:00:00Z"
+    unused = ImageProgress("NotInUse", "no environment uses this Template: nothing to pull yet")
+    nobody = readiness([], unused, Room(True), WINDOW, time_zone="UTC", now=MONDAY_8)
+    assert nobody is not None and nobody.ready  # no alert for an empty course
+    empty = template_status(obj, 0, None, now=now, images=unused, lecture=nobody)
+    assert [n.reason for n in template_events({}, empty)] == ["Valid"]
+    assert not any("Lecture" in n.reason for n in template_events(empty, empty))
+    ready = template_status(obj, 2, None, now=now, images=PULLED, lecture=readiness(
+        _envs(0, 2), PULLED, Room(True, placeholders=2), WINDOW, time_zone="UTC", now=MONDAY_8))
+    assert [n.reason for n in template_events(empty, ready)] == ["ImagesPulled", "ReadyForLecture"]
+    short = template_status(obj, 2, None, now=now, images=PULLED, lecture=readiness(
+        _envs(0, 2), PULLED, Room(True, placeholders=1), WINDOW, time_zone="UTC", now=MONDAY_8))
+    assert [n.reason for n in template_events(empty, short)] == ["ImagesPulled", "NotReadyForLecture"]
+    # Everyone leaves: nothing to tell.
+    assert [n.reason for n in template_events(short, empty)] == []

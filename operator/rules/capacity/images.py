@@ -45,7 +45,7 @@ CONTAINER_SECURITY: JSON = {
     "capabilities": {"drop": ["ALL"]},
 }
 
-Reason = Literal["Pulled", "Pulling", "NoNodes", "ImagesLocal"]
+Reason = Literal["Pulled", "Pulling", "NoNodes", "ImagesLocal", "NotInUse"]
 
 
 def image_set(template: Template) -> tuple[str, ...]:
@@ -134,7 +134,7 @@ class ImageProgress:
 
     @property
     def complete(self) -> bool:
-        return self.reason in ("Pulled", "ImagesLocal")
+        return self.reason in ("Pulled", "ImagesLocal", "NotInUse")
 
     def condition_status(self) -> Literal["True", "False"]:
         return "True" if self.complete else "False"

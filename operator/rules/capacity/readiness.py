@@ -9,6 +9,8 @@ one line a teacher reads on the class dashboard, in their words (no Pods, nodes 
     servers; room for all 300
     Not ready for the lecture at 09:00: 300 of 300 environments can start; software on all 4
     servers; room for 280 of 300 (20 would wait for a server to be added)
+    No students yet for the lecture at 09:00: no environment to start ahead (none in this
+    course, or all suspended)
 
 The verdict is the Template's `LectureReady` condition (True, False; Unknown while the room is
 not held yet, before the hold window), /metrics' `userland_lecture_ready`, and the alert when a
@@ -29,6 +31,7 @@ from userland.operator.rules.capacity.images import ImageProgress
 from userland.operator.rules.capacity.room import Environment, Window
 
 Status = Literal["True", "False", "Unknown"]
+NO_STUDENTS = "NoStudents"  # the verdict's reason when no environment is expected
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def software(images: ImageProgress) -> str:
         return "no server can run these environments: tell your admin"
     if images.reason == "Pulled" and images.nodes:
         return "software on the server" if images.nodes == 1 else f"software on all {images.nodes} servers"
-    if images.reason == "Pulled":
+    if images.reason in ("Pulled", "NotInUse"):
         return "software ready"  # nothing to pull yet (no environment uses the Template)
     copying = (f"software on {images.ready} of {images.nodes} servers, still copying" if images.nodes
                else "software being copied to the servers")
@@ -94,6 +97,13 @@ def readiness(environments: list[Environment], images: ImageProgress, room: Room
     if window.start is None:
         return None
     expected = len(environments)
+    if expected == 0:
+        # Nobody to start: "0 of 0 environments can start ... room for 0" says nothing true.
+        # Nothing can fail for want of room or software either, so the verdict is True (no alert),
+        # with a reason of its own that tells no event (operator/rules/status_events.py).
+        return Readiness("True", NO_STUDENTS,
+                         f"No students yet for the lecture {_when(window.start, time_zone, now)}: no "
+                         "environment to start ahead (none in this course, or all suspended)", window.start)
     failed = sum(1 for e in environments if e.failed)
     can_start = expected - failed
     on_nodes = sum(1 for e in environments if e.has_room and not e.failed)
@@ -103,7 +113,7 @@ def readiness(environments: list[Environment], images: ImageProgress, room: Room
              software(images)]
     if room.note:
         parts.append(room.note)
-    elif not room.held:
+    elif not room.held and waiting:
         parts.append(f"room will be held from {_clock(room.opens, time_zone, now)}" if room.opens is not None
                      else "no room held")
     elif room.problem and waiting:
@@ -121,7 +131,9 @@ def readiness(environments: list[Environment], images: ImageProgress, room: Room
         reason, status = ("ImagesPulling" if images.reason == "Pulling" else images.reason), "False"
     elif room.held and waiting:
         reason, status = ("RoomRefused" if room.problem else "WaitingForNodes"), "False"
-    elif not room.held and not room.note:
+    elif not room.held and not room.note and waiting:
+        # (Everyone already on a node needs no room held: ready, even before the window opens,
+        # so a hold window shorter than the alert's 10 minutes does not page for a full class.)
         reason, status = "RoomNotHeldYet", "Unknown"
     status_ = "True" if status == "True" else "False" if status == "False" else "Unknown"
     words = {"True": "Ready", "False": "Not ready", "Unknown": "Getting ready"}[status_]
