@@ -62,14 +62,16 @@ COLUMN_POINTS = 20  # the gradebook column's maximum: the grader's 10 is scaled 
 
 
 @pytest.fixture
-async def graded(course: str, kube: KubeClient, tmp_path: Path, run_operator: OperatorRunner) -> AsyncIterator[Course]:
+async def graded(course: str, kube: KubeClient, tmp_path: Path,
+                 run_operator: OperatorRunner) -> AsyncIterator[Course]:
     """The LMS-linked course with the operator, the runner, git and the store."""
     # The course's Template, runnable by the local runner, with a home folder to hand out into.
     await kube.merge_patch(TEMPLATES, course, TEMPLATE, {"spec": template(TEMPLATE)["spec"]})
     (tmp_path / "run").mkdir()
     async with contextlib.AsyncExitStack() as stack:
         git = await stack.enter_async_context(git_server(tmp_path / "git"))
-        store_url = await stack.enter_async_context(store_server(tmp_path / "store", git_urls=(git.url + "/",)))
+        store_url = await stack.enter_async_context(store_server(tmp_path / "store",
+                                                                 git_urls=(git.url + "/",)))
         runner = await stack.enter_async_context(running(kube, course, tmp_path / "run"))
         controller = await stack.enter_async_context(run_operator(settings_extra={
             "store_url": store_url, "store_secret": STORE_SECRET, "collect_lead_seconds": LEAD}))

@@ -79,7 +79,8 @@ def test_the_graders_score_is_the_grade_unless_staff_wrote_one() -> None:
                      cy={"state": "Graded", "score": 2.5},
                      di={"state": "Failed", "reason": "TimedOut"},
                      ed={"state": "Running"})
-    merged = lti_grades.grades_with_autograde({"bo": Written("6", "late"), "cy": Written("", "see me")}, status)
+    staff = {"bo": Written("6", "late"), "cy": Written("", "see me")}
+    merged = lti_grades.grades_with_autograde(staff, status)
     assert merged == {"al": Written("7/10", "Graded automatically: 7/10. 3 of 4 tests passed."),
                       "bo": Written("6", "late"),  # staff's grade wins
                       "cy": Written("2.5/10", "Graded automatically: 2.5/10.\n\nsee me")}
@@ -93,7 +94,8 @@ def test_the_graders_score_is_the_grade_unless_staff_wrote_one() -> None:
 
 def test_a_changed_score_of_a_returned_assignment_is_a_reason_to_pass_back_now() -> None:
     def obj(returned: bool, **gradings: dict[str, object]) -> dict[str, object]:
-        return {"metadata": {"name": "week1"}, "spec": {"returnFeedback": returned}, "status": _status(**gradings)}
+        return {"metadata": {"name": "week1"}, "spec": {"returnFeedback": returned},
+                "status": _status(**gradings)}
 
     before = obj(True, al={"state": "Running"})
     graded = obj(True, al={"state": "Graded", "score": 7, "shown": 2, "passed": 1})
