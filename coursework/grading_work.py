@@ -158,11 +158,21 @@ def exit_status(results: Path) -> int | None:
         return None
 
 
+def oom_killed(results: Path) -> bool:
+    """Whether the grade step's wrapper saw the node kill a process at the memory limit
+    (operator/rules/grading/pods.py WRAPPER; only the grade step's root can write there)."""
+    return (results / ".oom-killed").is_file() and not (results / ".oom-killed").is_symlink()
+
+
 def report_of(results: Path) -> dict[str, object]:
     found = parse_results(read_results(results))
     status = exit_status(results)
     if isinstance(found, Results):
+        # The harness outlived what was killed (a student's process, say): its results stand.
         return {"state": "Graded", "results": found.to_json(), "exitStatus": status}
+    if found.reason == "NoResults" and oom_killed(results):
+        return {"state": "Failed", "reason": "OutOfMemory", "exitStatus": status,
+                "message": "ran out of memory (the grade step was killed at its memory limit)"}
     message = found.message
     if status is not None and status != 0 and found.reason == "NoResults":
         message += f" (run_autograder exited with {status}" + (

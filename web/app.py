@@ -295,8 +295,10 @@ def create_app(settings: Settings, *, kube: KubeClient | None = None, kubeconfig
         roster_sync = None
         if settings.lti_namespace:
             roster_sync = RosterSync(client, redis_conn, settings.lti_namespace, audit=ctx.extras[AUDIT],
-                                     interval_minutes=settings.lti_sync_minutes)
+                                     interval_minutes=settings.lti_sync_minutes,
+                                     grade_seconds=settings.lti_grade_seconds)
             ctx.extras[LTI_SYNC] = roster_sync
+            state.assignment_hooks.append(roster_sync.on_assignment)  # the grader's scores, at once
             roster_sync.start()
         try:
             yield

@@ -18,7 +18,9 @@ used to act on a course it is not linked to), with the reason in the status.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 LOCK_SECONDS = 50
+LOCK_POLL_SECONDS = 0.5
 
 
 async def _people(sync: RosterSync, namespace: str, templates: tuple[str, ...]) -> dict[str, str]:
@@ -72,8 +75,21 @@ async def _write(sync: RosterSync, namespace: str, name: str, lti: dict[str, Any
     await sync.kube.merge_patch(ASSIGNMENTS, namespace, name, {"status": {"lti": lti}}, subresource="status")
 
 
-async def pass_back_course(sync: RosterSync, namespace: str, only: str | None = None) -> int:
-    """One pass over the course's linked Assignments (`only`: just that one); how many passed."""
+async def _locked(sync: RosterSync, key: str, wait: float) -> bool:
+    """The Assignment's passback lock, waiting up to `wait` seconds for another pass to end."""
+    deadline = time.monotonic() + wait
+    while not await sync.redis.set(key, "1", nx=True, ex=LOCK_SECONDS):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(LOCK_POLL_SECONDS)
+    return True
+
+
+async def pass_back_course(sync: RosterSync, namespace: str, only: str | None = None, *,
+                           wait: float = 0.0) -> int:
+    """One pass over the course's linked Assignments (`only`: just that one); how many passed.
+    An Assignment another pass holds is skipped, or waited for up to `wait` seconds (a pass asked
+    for a change must not be lost to a pass that read the Assignment before it)."""
     links = {link.key: link for link in course_links(await sync.kube.get(NAMESPACES, None, namespace))}
     passed = 0
     for obj in (await sync.kube.list(ASSIGNMENTS, namespace)).get("items") or []:
@@ -84,7 +100,7 @@ async def pass_back_course(sync: RosterSync, namespace: str, only: str | None = 
         if link is None:
             continue
         lock = lti_grades_lock_key(namespace, str(metadata.get("name")))
-        if not await sync.redis.set(lock, "1", nx=True, ex=LOCK_SECONDS):
+        if not await _locked(sync, lock, wait):
             continue
         try:
             await _pass(sync, namespace, obj, link, links)
@@ -112,8 +128,13 @@ async def _pass(sync: RosterSync, namespace: str, obj: dict[str, Any], link: lti
     if not assignment.spec.return_feedback:
         return  # grades go when staff return them
     people = await _people(sync, namespace, assignment.spec.templates)
-    want = lti_grades.wanted(dict(assignment.spec.grades), people, link.score_maximum)
-    states = lti_grades.states_by_user(obj.get("status") or {}, want.users)
+    status = obj.get("status") or {}
+    want = lti_grades.wanted(lti_grades.grades_with_autograde(dict(assignment.spec.grades), status), people,
+                             link.score_maximum)
+    # Every known student's state is kept, with a grade now or not: one being graded again has
+    # no score for a moment, and the same score coming back must not be posted twice.
+    users = {**{user: login for login, user in people.items()}, **want.users}
+    states = lti_grades.states_by_user(status, users)
     registration = (await sync.registrations()).get(link.registration)
     if registration is None:
         await _write(sync, namespace, assignment.name, {
@@ -139,10 +160,10 @@ async def _pass(sync: RosterSync, namespace: str, obj: dict[str, Any], link: lti
             waiting = {user: passback.after(planned.states[user], outcome, now) if user in planned.post
                        else state for user, state in planned.states.items()}
             line_item = str(kept.get("lineItem") or "")
-            lti = lti_grades.status_lti(line_item, waiting, want.users, want.refused, now)
+            lti = lti_grades.status_lti(line_item, waiting, users, want.refused, now)
             await _write(sync, namespace, assignment.name, {**lti, "error": str(err)[:300]}, kept)
             return
-    lti = lti_grades.status_lti(item.id, round_.states, want.users, want.refused, now)
+    lti = lti_grades.status_lti(item.id, round_.states, users, want.refused, now)
     try:
         await _write(sync, namespace, assignment.name, lti, (obj.get("status") or {}).get("lti"))
     except NotFound:

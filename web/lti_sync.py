@@ -10,6 +10,10 @@ and removed N days later when the course's `userland.dev/lti-remove-after-days` 
 A roster that cannot be read changes nothing. The outcome is kept for the dashboard (Redis
 `lti_sync_key`, web/rules/lti_sync.py) and audited (the course's audit log).
 
+Grades go back (web/lti_grades.py) every GRADE_SECONDS, at once when staff return an Assignment
+or change a grade (`pass_back_soon`), and at once when the grader's scores of a returned
+Assignment change (`on_assignment`, called by the web UI's watch of Assignments, web/state.py).
+
 Periodic runs (`run`) take a per-course lock in Redis for the interval, so several web UI
 replicas sync each course once per interval between them.
 
@@ -27,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
 import redis.asyncio
@@ -48,6 +53,7 @@ from userland.web.audit import AuditEntry, AuditLog
 from userland.web.lti_grades import pass_back_course
 from userland.web.lti_line_items import follow_launched
 from userland.web.lti_roster import apply_plan, read_course
+from userland.web.rules.lti_grades import autograde_changed
 from userland.web.rules.lti_sync import (
     SCHEDULE,
     SyncRecord,
@@ -61,6 +67,7 @@ from userland.web.rules.lti_sync import (
 log = logging.getLogger(__name__)
 LTI_REGISTRATIONS = Resource(naming.GROUP, naming.VERSION, PLURAL, "LtiRegistration")
 GRADE_SECONDS = 60.0
+PASS_WAIT_SECONDS = 60.0  # a pass asked for waits this long for another pass of the Assignment to end
 
 
 class SyncUnavailable(Exception):
@@ -80,6 +87,8 @@ class RosterSync:
     # clock makes "N days later" a call (tests/support/clock.py).
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _passes: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False)
+    _again: set[tuple[str, str]] = field(default_factory=set, init=False)
 
     # -- one course
 
@@ -207,6 +216,36 @@ class RosterSync:
             passed += await pass_back_course(self, namespace)
         return passed
 
+    def pass_back_soon(self, namespace: str, name: str) -> None:
+        """One Assignment's passback now, in the background. Asked again while its pass runs (a
+        second copy graded meanwhile), the pass runs once more after: no change waits for the
+        next scheduled pass."""
+        key = (namespace, name)
+        if key in self._passes:
+            self._again.add(key)
+            return
+        self._passes[key] = asyncio.create_task(self._pass_soon(key), name=f"lti-passback-{namespace}-{name}")
+
+    async def _pass_soon(self, key: tuple[str, str]) -> None:
+        try:
+            while True:
+                self._again.discard(key)
+                try:
+                    await pass_back_course(self, key[0], only=key[1], wait=PASS_WAIT_SECONDS)
+                except Exception:  # logged; the scheduled pass takes it up again
+                    log.exception("grade passback failed", extra={"event": "lti.passback_failed",
+                                                                  "assignment": "/".join(key)})
+                if key not in self._again:
+                    return
+        finally:
+            self._passes.pop(key, None)
+
+    def on_assignment(self, namespace: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """The course watch saw an Assignment change: a returned one whose grader's scores (or
+        their summary) changed, a copy graded or graded again, passes back now."""
+        if autograde_changed(old, new):
+            self.pass_back_soon(namespace, str(((new or {}).get("metadata") or {}).get("name") or ""))
+
     async def run(self) -> None:
         """Rosters every `interval_minutes` (0: only on demand); grades every GRADE_SECONDS."""
         rosters_at = float("-inf")
@@ -232,6 +271,10 @@ class RosterSync:
             self._task = asyncio.create_task(self.run(), name="lti-roster-sync")
 
     async def stop(self) -> None:
+        passes = list(self._passes.values())
+        for task in passes:
+            task.cancel()
+        await asyncio.gather(*passes, return_exceptions=True)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

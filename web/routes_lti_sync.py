@@ -5,7 +5,6 @@ that may start environments (instructors and assistants) and the CSRF token (the
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -15,7 +14,6 @@ from aiohttp import web
 from userland.platform.model.lti_links import LmsLink, course_links
 from userland.web.access import require_course
 from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
-from userland.web.lti_grades import pass_back_course
 from userland.web.lti_sync import RosterSync
 from userland.web.rules.help import day
 from userland.web.rules.lti_sync import DroppedPolicy, SyncRecord, dropped_policy
@@ -69,10 +67,7 @@ def pass_back_soon(request: web.Request, namespace: str, name: str) -> None:
     sync: RosterSync | None = ctx.extras.get(LTI_SYNC)
     if sync is None:
         return
-    tasks: set[asyncio.Task[int]] = ctx.extras.setdefault("userland.lti_passbacks", set())
-    task = asyncio.create_task(pass_back_course(sync, namespace, only=name))
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
+    sync.pass_back_soon(namespace, name)
 
 
 def setup_lti_sync_routes(app: web.Application) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from userland.platform.clients.informer import Informer
@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 WatchStatus = Literal["starting", "ready", "not_set_up", "degraded"]
 STATE = "userland.class_state"  # WebContext.extras key for the ClassState
+AssignmentHook = Callable[[str, JSON | None, JSON | None], None]  # (namespace, old, new)
 
 
 # Index names on a course's informers.
@@ -96,8 +97,10 @@ class CourseWatch:
     """The cached objects of one course namespace, with indices by student and by Userland."""
 
     def __init__(self, kube: KubeClient, namespace: str, notifier: Notifier, *,
-                 probe_interval: float = 30.0, sync_deadline: float = 20.0) -> None:
+                 probe_interval: float = 30.0, sync_deadline: float = 20.0,
+                 assignment_hooks: list[AssignmentHook] | None = None) -> None:
         self.kube = kube
+        self.assignment_hooks = assignment_hooks if assignment_hooks is not None else []
         self.namespace = namespace
         self.notifier = notifier
         self.probe_interval = probe_interval
@@ -172,6 +175,8 @@ class CourseWatch:
         # re-renders that table, not the class dashboard's rows.
         name = str(meta(new or old).get("name") or "")
         self.notifier.changed(assignments_channel(self.namespace), {name})
+        for hook in self.assignment_hooks:  # e.g. the LMS gradebook's passback (web/lti_sync.py)
+            hook(self.namespace, old, new)
 
     def assignment_objects(self) -> list[JSON]:
         return self.assignments.items()
@@ -261,13 +266,16 @@ class ClassState:
                                    transform=slim.namespace, compact=True)
         self.namespaces.add_handler(self._on_namespace)
         self.watches: dict[str, CourseWatch] = {}
+        # Called with (namespace, old, new) on every Assignment change any course watch sees.
+        self.assignment_hooks: list[AssignmentHook] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._background: list[asyncio.Task[None]] = []
 
     def _on_namespace(self, old: JSON | None, new: JSON | None) -> None:
         name = str(meta(new or old).get("name") or "")
         if new is not None and name not in self.watches:
-            watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval)
+            watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval,
+                                assignment_hooks=self.assignment_hooks)
             self.watches[name] = watch
             self._tasks[name] = asyncio.create_task(watch.run(), name=f"course-watch-{name}")
             log.info("watching course", extra={"namespace": name})

@@ -219,3 +219,11 @@ def student_view(results: Results, *, deadline_passed: bool, published: bool) ->
 def score_words(score: float, max_score: float) -> str:
     """`7/10`, `7.5/10`: a score as the grade it becomes."""
     return f"{score:g}/{max_score:g}"
+
+
+def published_summary(results: Results) -> dict[str, int]:
+    """What the status may say of a grade's tests (the LMS gradebook's comment is made from it,
+    docs/grading.md): how many tests the student is shown once the results are returned (every
+    one but `hidden`), and how many of those passed. Never a hidden test's outcome."""
+    shown = student_view(results, deadline_passed=True, published=True).tests
+    return {"shown": len(shown), "passed": sum(1 for t in shown if t.passed)}

@@ -130,6 +130,10 @@ class Settings:
         15, whole(0),
         "How often the web UI syncs every LMS-linked course's roster, in minutes (0: only when "
         "staff press \"Sync roster now\").")
+    lti_grade_seconds: float = setting(
+        60.0, seconds,
+        "How often the web UI passes grades waiting for an LMS gradebook back (the LMS was down), in "
+        "seconds; a grade staff return or change, or a grader's new score, goes at once anyway.")
     # --- how the gateway reaches things ---
     # How the gateway reaches a student's Service: its ClusterIP from the watch (no DNS lookup
     # per connection, works without cluster DNS), its DNS name, or the local runner's address.

@@ -153,6 +153,13 @@ def test_what_the_report_step_reads(tmp_path: Path) -> None:
     (results / ".exit-status").write_text("137\n")
     found = report_of(results)
     assert found["reason"] == "NoResults" and "137: killed" in str(found["message"])
+    # The grade step's wrapper saw the node kill a process at the memory limit: out of memory.
+    (results / ".oom-killed").write_text("killed\n")
+    found = report_of(results)
+    assert found["reason"] == "OutOfMemory" and "ran out of memory" in str(found["message"])
+    # ... unless the harness outlived it and wrote its results: those stand.
+    (results / "results.json").write_text('{"score": 1, "tests": []}')
+    assert report_of(results)["state"] == "Graded"
 
 
 def test_a_copy_with_links_and_climbing_names_is_extracted_without_them(tmp_path: Path) -> None:

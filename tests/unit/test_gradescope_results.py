@@ -19,6 +19,7 @@ from userland.platform.model.gradescope import (
     Results,
     ResultsFailure,
     parse_results,
+    published_summary,
     score_words,
     shown_now,
     student_view,
@@ -56,6 +57,10 @@ def test_the_full_format_keeps_what_is_read() -> None:
     assert second.visibility == "after_due_date" and second.output_format == "md"  # the top level's
     assert results.tests[3].number == "3"
     assert [t.passed for t in results.tests] == [True, False, False, True]
+    # What the gradebook's comment may say: the tests shown once returned (not the hidden one).
+    assert [t.visibility for t in results.tests].count("hidden") == 1
+    shown = [t for t in results.tests if t.visibility != "hidden"]
+    assert published_summary(results) == {"shown": 3, "passed": sum(1 for t in shown if t.passed)}
 
 
 @pytest.mark.parametrize(("name", "words"), [

@@ -65,3 +65,45 @@ def test_the_sync_record_says_what_changed_and_why_members_were_skipped() -> Non
     bad = failed("LMS course c1: HTTP 404", actor="schedule", now=2.0)
     assert not bad.ok and not bad.changed and "could not be read" in bad.summary
     assert SyncRecord.from_json("{") is None
+
+
+def _status(**gradings: dict[str, object]) -> dict[str, object]:
+    """An Assignment's status as the operator writes it, with a grader out of 10."""
+    return {"grading": {"maxScore": 10},
+            "students": [{"user": login, "template": "lab", "grading": g} for login, g in gradings.items()]}
+
+
+def test_the_graders_score_is_the_grade_unless_staff_wrote_one() -> None:
+    status = _status(al={"state": "Graded", "score": 7, "shown": 4, "passed": 3},
+                     bo={"state": "Graded", "score": 10, "shown": 1, "passed": 1},
+                     cy={"state": "Graded", "score": 2.5},
+                     di={"state": "Failed", "reason": "TimedOut"},
+                     ed={"state": "Running"})
+    staff = {"bo": Written("6", "late"), "cy": Written("", "see me")}
+    merged = lti_grades.grades_with_autograde(staff, status)
+    assert merged == {"al": Written("7/10", "Graded automatically: 7/10. 3 of 4 tests passed."),
+                      "bo": Written("6", "late"),  # staff's grade wins
+                      "cy": Written("2.5/10", "Graded automatically: 2.5/10.\n\nsee me")}
+    # Scaled to the column's maximum like any "7/10" staff write.
+    want_ = lti_grades.wanted(merged, {"al": "u-1"}, 20)
+    assert want_.grades["u-1"] == Grade(given=14.0, maximum=20,
+                                        comment="Graded automatically: 7/10. 3 of 4 tests passed.")
+    # No grader's maximum in the status: nothing is read as a score.
+    assert lti_grades.autogrades({"students": status["students"]}) == {}
+
+
+def test_a_changed_score_of_a_returned_assignment_is_a_reason_to_pass_back_now() -> None:
+    def obj(returned: bool, **gradings: dict[str, object]) -> dict[str, object]:
+        return {"metadata": {"name": "week1"}, "spec": {"returnFeedback": returned},
+                "status": _status(**gradings)}
+
+    before = obj(True, al={"state": "Running"})
+    graded = obj(True, al={"state": "Graded", "score": 7, "shown": 2, "passed": 1})
+    assert lti_grades.autograde_changed(before, graded)
+    assert not lti_grades.autograde_changed(graded, graded)  # another status write: nothing new
+    assert not lti_grades.autograde_changed(graded, before)  # graded again: wait for the score
+    assert lti_grades.autograde_changed(graded, obj(True, al={"state": "Graded", "score": 9, "shown": 2,
+                                                                "passed": 2}))
+    assert not lti_grades.autograde_changed(obj(False, al={"state": "Running"}),
+                                            obj(False, al={"state": "Graded", "score": 7}))
+    assert not lti_grades.autograde_changed(None, graded)  # the watch's first sight: the minute's pass

@@ -149,7 +149,7 @@ NON_DEFAULTS: dict[str, object] = {
     "admins": ("root",), "instructors": ("prof", "uni/teachers"), "course_teams": True,
     "cookie_secure": False, "allow_path_routes": True, "session_ttl_seconds": 600, "dev_login": True,
     "lti_namespace": "userland-system",
-    "lti_sync_minutes": 30,
+    "lti_sync_minutes": 30, "lti_grade_seconds": 15.0,
     "upstream_mode": "dns", "cluster_domain": "k8s.example", "web_url": "http://web:8080",
     "internal_listen": "127.0.0.1:9000", "lease_namespace": "ops", "lease_name": "lead",
     "gateway_pod_labels": (("app", "gw"), ("tier", "edge")), "gateway_namespace": "edge",

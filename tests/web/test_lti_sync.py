@@ -128,11 +128,11 @@ async def web_factory(aiohttp_client: Callable[[web.Application], Awaitable[Clie
                       redis_url: str) -> AsyncIterator[WebFactory]:
     conns: list[redis.asyncio.Redis] = []
 
-    async def make(minutes: int = 0) -> Client:
+    async def make(minutes: int = 0, **extra: Any) -> Client:
         conn = redis.asyncio.Redis.from_url(redis_url)
         conns.append(conn)
         settings = Settings(redis_url=redis_url, identity_secret=SECRET, public_url=PUBLIC,
-                            cookie_secure=False, lti_namespace=SYSTEM, lti_sync_minutes=minutes)
+                            cookie_secure=False, lti_namespace=SYSTEM, lti_sync_minutes=minutes, **extra)
         client = await aiohttp_client(create_app(settings, kube=as_web, redis_client=conn))
         deadline = time.monotonic() + 20
         while (await client.get("/healthz")).status != 200:

@@ -7,6 +7,15 @@ grade is; optional `label`). Once staff return it (`spec.returnFeedback`), each 
 posted as a Score (web/lti_grades.py, with platform/model/lti_services_passback.py's state
 machine: once per value, again when it changes, retried with backoff while the LMS is down).
 
+A student's score from the grader (docs/grading.md: their status entry's `grading`, state
+`Graded`) is their grade when staff wrote none (`grades_with_autograde`): `7/10` of the grader's
+maximum, scaled to the column's, with the tests' summary as the comment ("Graded automatically:
+7/10. 3 of 4 tests passed.", counting only the tests the student is shown once the results are
+returned, never a hidden one); a grade staff wrote wins. A regrade that gives the same score posts
+nothing; one that changes it posts again. While a student's copy is being graded again (no score
+for a moment), the state of what the LMS has is kept, so the same score coming back is not posted
+twice.
+
 Each student's passback state lives in the Assignment's status, `status.lti`:
 `{"lineItem": <URL>, "students": {<login>: {"state", "points", "sentPoints", "reason",
 "attempts", "nextAt", "sentAt"}}}`. A grade that is not points, or a student the LMS does not
@@ -25,6 +34,7 @@ from typing import Any
 
 from userland.platform.model import naming
 from userland.platform.model.assignments import Grade as AssignmentGrade
+from userland.platform.model.gradescope import score_words
 from userland.platform.model.lti_services_grades import Grade
 from userland.platform.model.lti_services_passback import Passback
 from userland.platform.model.models import parse_time
@@ -103,6 +113,64 @@ def wanted(grades: Mapping[str, AssignmentGrade], people: Mapping[str, str], max
             out[user] = Grade(given=given, maximum=maximum, comment=grade.comment[:1000])
             users[user] = login
     return Wanted(out, users, refused)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def autograde_comment(entry: Mapping[str, Any], words: str) -> str:
+    """The gradebook's comment for a grader's score (`entry`: a status entry's `grading`)."""
+    shown, good = entry.get("shown"), entry.get("passed")
+    text = f"Graded automatically: {words}."
+    if isinstance(shown, int) and isinstance(good, int) and shown > 0:
+        text += f" {good} of {shown} test{'' if shown == 1 else 's'} passed."
+    return text
+
+
+def autogrades(status: Mapping[str, Any]) -> dict[str, AssignmentGrade]:
+    """login -> the grade in words (`7/10` of the grader's maximum) and the gradebook's comment, of
+    each student the grader graded (their first environment by template when they have several)."""
+    grading = status.get("grading") if isinstance(status, Mapping) else None
+    maximum = _number((grading or {}).get("maxScore")) if isinstance(grading, Mapping) else None
+    found: dict[str, AssignmentGrade] = {}
+    if maximum is None or maximum <= 0:
+        return found
+    entries = [e for e in status.get("students") or [] if isinstance(e, dict)]
+    for entry in sorted(entries, key=lambda e: (str(e.get("user")), str(e.get("template")))):
+        login, graded = str(entry.get("user") or ""), entry.get("grading")
+        if not login or login in found or not isinstance(graded, dict) or graded.get("state") != "Graded":
+            continue
+        score = _number(graded.get("score"))
+        if score is not None:
+            words = score_words(score, maximum)
+            found[login] = AssignmentGrade(words, autograde_comment(graded, words))
+    return found
+
+
+def grades_with_autograde(grades: Mapping[str, AssignmentGrade],
+                          status: Mapping[str, Any]) -> dict[str, AssignmentGrade]:
+    """Staff's grades, and the grader's score for each student staff gave no grade (a grade
+    written by hand wins; a comment staff wrote with no grade goes after the tests' summary)."""
+    merged = dict(grades)
+    for login, auto in autogrades(status).items():
+        staff = merged.get(login, AssignmentGrade())
+        if not staff.grade:
+            note = f"{auto.comment}\n\n{staff.comment}" if staff.comment else auto.comment
+            merged[login] = AssignmentGrade(auto.grade, note)
+    return merged
+
+
+def autograde_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether a change of an Assignment (as the web UI's watch sees it) gives a returned
+    Assignment a new grader's score or summary: its passback should run now. A score going away
+    for a moment (the copy being graded again) is not one: nothing would be posted."""
+    if old is None or new is None or not (new.get("spec") or {}).get("returnFeedback"):
+        return False
+    before = autogrades(old.get("status") or {})
+    return any(before.get(login) != grade for login, grade in autogrades(new.get("status") or {}).items())
 
 
 def _stamp(when: datetime | None) -> str | None:

@@ -155,7 +155,8 @@ def ended_badly(pod: GradingPod, now: datetime) -> tuple[str, str] | None:
 
 
 def _entry(record: Mapping[str, Any]) -> JSON:
-    keep = ("state", "reason", "message", "score", "maxScore", "seconds", "at", "round")
+    keep = ("state", "reason", "message", "score", "maxScore", "seconds", "at", "round", "tests", "shown",
+            "passed")
     return {k: record[k] for k in keep if record.get(k) is not None}
 
 

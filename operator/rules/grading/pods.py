@@ -52,19 +52,30 @@ REPORT_SECONDS = 60
 MIB = 1024 * 1024
 PLATFORM_UID = 65532
 EXIT_FILE = f"{ROOT}/results/.exit-status"
+OOM_FILE = f"{ROOT}/results/.oom-killed"
 # A check's snapshot step: where the student's volume is mounted, and the tar it leaves for fetch.
 STUDENT_MOUNT = "/student"
 CHECK_COPY = "check-copy.tar"
 # The grader's command runs through the image's /bin/sh: its status is noted for the report, and
 # the step always succeeds (a failing run_autograder with a results.json is still graded, as on
 # Gradescope). With no command of the teacher's, the image's /autograder/run_autograder runs, else
-# the one in the tests.
+# the one in the tests. The kernel's count of processes killed at the container's memory limit
+# (its own memory cgroup: cgroup v2's memory.events, v1's memory.oom_control) is read before and
+# after: when it grew, the report says "out of memory" instead of "no results" (the grader's
+# own process was killed by the node, not by anything in the Pod). Only /bin/sh's builtins.
+OOM_COUNT = (
+    'oom() { for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do '
+    'if [ -r "$f" ]; then while read -r k v; do '
+    'if [ "$k" = oom_kill ]; then echo "$v"; return; fi; done < "$f"; fi; done; echo 0; }; '
+)
 WRAPPER = (
-    'if [ "$#" -eq 0 ]; then '
+    OOM_COUNT
+    + 'if [ "$#" -eq 0 ]; then '
     f'if [ -x {ROOT}/run_autograder ]; then set -- {ROOT}/run_autograder; '
     f'else set -- {ROOT}/source/run_autograder; fi; fi; '
-    f'cd {ROOT} 2>/dev/null; "$@"; status=$?; '
-    f'echo "$status" > {EXIT_FILE} 2>/dev/null; exit 0'
+    f'before=$(oom); cd {ROOT} 2>/dev/null; "$@"; status=$?; '
+    f'echo "$status" > {EXIT_FILE} 2>/dev/null; '
+    f'if [ "$(oom)" != "$before" ]; then echo killed > {OOM_FILE} 2>/dev/null; fi; exit 0'
 )
 
 
