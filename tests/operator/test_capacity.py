@@ -330,7 +330,8 @@ async def test_placeholders_follow_an_environment_onto_a_node_and_back_to_sleep_
         # 6 minutes later: unused for 6 minutes, it sleeps (its reconcile is asked for by an unrelated
         # annotation, as any change would); asleep it has no room: the placeholder comes back.
         clock.now = now + timedelta(minutes=6)
-        await kube.merge_patch(USERLANDS, namespace, "lab-alice", {"metadata": {"annotations": {"test/poke": "1"}}})
+        await kube.merge_patch(USERLANDS, namespace, "lab-alice",
+                               {"metadata": {"annotations": {"test/poke": "1"}}})
         await eventually(lambda: _phase(kube, namespace, "lab-alice", "Idle"))
         assert await eventually(lambda: _replicas(kube, namespace, placeholders, 1), timeout=15)
         assert await eventually(lambda: _says(kube, namespace, "LectureReady", "room for 0 of 1"), timeout=15)
