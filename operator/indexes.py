@@ -14,7 +14,8 @@ Template, and that pair's Pods (`BY_PAIR`). Handlers only enqueue keys:
   -> the Userlands of its labels' pair; a NetworkPolicy's -> its Template.
 - capacity (operator/capacity.py): an image puller's (DaemonSet) or the placeholders'
   (Deployment) change -> their Template; a Userland's status change -> its Template, when that
-  has a schedule (its `LectureReady` counts the environments; debounced).
+  has a schedule (its `LectureReady` counts the environments; debounced), the operator's own
+  status writes included (the informer's `own_writes`: the watch reports those as no change).
 - Assignments (operator/assignments.py): an Assignment's change (not its status) -> it; a
   worker Pod's -> its Assignment; a student's environment appearing or going, its volume, or its
   Pod moving to another node -> the Assignments of that Template (`BY_ASSIGNMENT_TEMPLATE`).
@@ -164,6 +165,7 @@ class Caches:
         self.pods.add_index(BY_PAIR, lambda pod: [labelled_pair(pod)])
         self.templates.add_handler(self._on_template)
         self.userlands.add_handler(self._on_userland)
+        self.userlands.add_handler(self._on_userland_status, own_writes=True)
         self.deployments.add_handler(self._on_owned_child)
         self.services.add_handler(self._on_owned_child)
         self.pvcs.add_handler(self._on_labelled_child)
@@ -208,17 +210,24 @@ class Caches:
                 for _, other in self.userlands.index_keys(BY_PAIR, pair):
                     self.queue.add((USERLAND, ns, other))
         if old is not None and new is not None and without_status(old) == without_status(new):
-            # A status write (usually ours): nothing to reconcile; a scheduled Template counts it.
-            if before == after and (old.get("status") or {}) != (new.get("status") or {}):
-                for pair in after:
-                    assert isinstance(pair, tuple)
-                    if ((self.templates.get(ns, pair[1]) or {}).get("spec") or {}).get("schedule"):
-                        self.queue.add_after((TEMPLATE, ns, pair[1]), TEMPLATE_STATUS_DEBOUNCE)
-            return
+            return  # a status write (usually ours): nothing to reconcile (_on_userland_status)
         self.queue.add((USERLAND, ns, name))
         for pair in before | after:  # a student who receives assignments appeared, moved or went
             assert isinstance(pair, tuple)
             self._assignments_of(ns, pair[1])
+
+    def _on_userland_status(self, old: JSON | None, new: JSON | None) -> None:
+        """A Userland's status changed (an environment started, found a node, went to sleep): a
+        scheduled Template counts its environments' room (`LectureReady`, its placeholders).
+        Called for the operator's own status writes too (`own_writes`): the watch reports those
+        as no change, as the cache already holds them, and they are nearly all of them."""
+        if old is None or new is None or (old.get("status") or {}) == (new.get("status") or {}):
+            return
+        ns = meta(new).get("namespace", "")
+        for pair in self.userlands.index_values(BY_PAIR, old) | self.userlands.index_values(BY_PAIR, new):
+            assert isinstance(pair, tuple)
+            if ((self.templates.get(ns, pair[1]) or {}).get("spec") or {}).get("schedule"):
+                self.queue.add_after((TEMPLATE, ns, pair[1]), TEMPLATE_STATUS_DEBOUNCE)
 
     def _on_template(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old

@@ -3,7 +3,10 @@
 It lists, then watches from the list's resourceVersion; it resumes each watch from the last
 version it saw (bookmarks included), relists on 410 Gone, and backs off on errors. Handlers
 are called with (old, new) for every change; either is None for an add or a delete. A relist
-reports the differences it finds, so no change is lost while a watch was down.
+reports the differences it finds, so no change is lost while a watch was down. A change this
+process wrote and `put()` stored first reaches the watch as no change at all (the cache holds
+it already): a handler that must see it registers with `own_writes=True` and is called by
+`put()` too (the operator's count of a scheduled Template's sleeping environments is one).
 Objects are stored after `transform` (trim what no one reads, such as managedFields).
 With `compact=True` each object is kept as its compact JSON text (a third to a fifth of the
 memory of the dicts) and decoded on every read, so readers also get a private copy.
@@ -97,6 +100,8 @@ class Informer:
         # Values are dicts, or JSON text when compact: use get()/put()/items(), not this.
         self.store: dict[Key, Any] = {}
         self.handlers: list[Handler] = []
+        # Handlers that also see this process's own writes (`put`), not only the watch's.
+        self.write_handlers: list[Handler] = []
         self._synced = {ns: asyncio.Event() for ns in self.namespaces}
         self.healthy = True
         # Why each watch ended and how often the store was listed afresh (for /metrics).
@@ -117,8 +122,15 @@ class Informer:
     def stalls(self) -> int:
         return self.watch_stats.restarts["stalled"]
 
-    def add_handler(self, handler: Handler) -> None:
+    def add_handler(self, handler: Handler, *, own_writes: bool = False) -> None:
+        """`handler(old, new)` on every change the watch delivers; with `own_writes`, also on
+        every change `put()` stores (a write of this process). A change stored by `put()`
+        reaches the watch with the cache already holding it (old equals new), so a handler that
+        must see every transition, ours included, asks for `own_writes`: it then sees each
+        transition once, from whichever came first."""
         self.handlers.append(handler)
+        if own_writes:
+            self.write_handlers.append(handler)
 
     # ----- indexes -----
 
@@ -221,7 +233,11 @@ class Informer:
             log.info("kept the newer cached copy", extra={
                 "kind": self.resource.kind, "object": "/".join(key), "written": incoming, "cached": known})
             return False
+        previous = self.store.get(key)
         self._set(key, obj)
+        if self.write_handlers:
+            old = None if previous is None else self._decode(previous)
+            self._emit(old, self._decode(self.store[key]), self.write_handlers)
         return True
 
     async def wait_synced(self) -> None:
@@ -236,8 +252,8 @@ class Informer:
         resourceVersion instead of listing (a restarted watch; tests use it to meet 410)."""
         await asyncio.gather(*(self._run_namespace(ns, resume_from) for ns in self.namespaces))
 
-    def _emit(self, old: JSON | None, new: JSON | None) -> None:
-        for handler in self.handlers:
+    def _emit(self, old: JSON | None, new: JSON | None, handlers: list[Handler] | None = None) -> None:
+        for handler in self.handlers if handlers is None else handlers:
             try:
                 handler(old, new)
             except Exception:  # a handler bug must not stop the watch

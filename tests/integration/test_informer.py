@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,6 +44,49 @@ async def test_handlers_see_adds_changes_and_deletes(kube: KubeClient, namespace
 
 async def _has(seen: list, item: tuple) -> bool:
     return item in seen
+
+
+async def test_a_handler_of_own_writes_sees_each_change_once_whoever_stored_it_first(
+        kube: KubeClient, namespace: str) -> None:
+    """Issue 26: a change this process wrote and `put()` stored reaches the watch as no change
+    (the cache holds it already), so a handler of the watch alone never sees it; one registered
+    with `own_writes` sees it from `put()`, and not again from the watch. The watch is stopped
+    around our write, so `put()` surely comes first (as it nearly always does: the write's
+    response leaves the API server before its watch event)."""
+    informer = Informer(kube, CONFIGMAPS, [namespace], compact=True)
+    watched: list[tuple[str | None, str | None]] = []
+    own: list[tuple[str | None, str | None]] = []
+
+    def record(into: list[tuple[str | None, str | None]]) -> Callable[[dict | None, dict | None], None]:
+        def handler(old: dict | None, new: dict | None) -> None:
+            values = ((old or {}).get("data", {}).get("v"), (new or {}).get("data", {}).get("v"))
+            if values[0] != values[1]:
+                into.append(values)
+        return handler
+
+    informer.add_handler(record(watched))
+    informer.add_handler(record(own), own_writes=True)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 10)
+        await kube.create(CONFIGMAPS, namespace, _configmap("a", "1"))
+        await eventually(lambda: _present(informer, namespace, "a"))
+        seen = str(informer.get(namespace, "a")["metadata"]["resourceVersion"])  # type: ignore[index]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        # Our write, stored at once.
+        assert informer.put(await kube.merge_patch(CONFIGMAPS, namespace, "a", {"data": {"v": "2"}}))
+        assert own == [(None, "1"), ("1", "2")] and watched == [(None, "1")]
+        # The watch, resumed from before our write, brings it: no change, for either.
+        task = asyncio.create_task(informer.run(resume_from=seen))
+        # Another writer's change: both see it, from the watch.
+        await kube.merge_patch(CONFIGMAPS, namespace, "a", {"data": {"v": "3"}})
+        await eventually(lambda: _has(watched, ("2", "3")))
+        assert own == [(None, "1"), ("1", "2"), ("2", "3")]
+        assert watched == [(None, "1"), ("2", "3")]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_watch_from_an_expired_version_relists_and_loses_nothing(

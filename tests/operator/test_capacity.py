@@ -288,6 +288,77 @@ async def test_room_is_held_before_a_lecture_and_the_course_says_whether_it_will
         assert lecture_metric(controller, namespace) is None
 
 
+async def test_placeholders_follow_an_environment_onto_a_node_and_back_to_sleep_untold(
+        cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
+    """Issue 26 (the real-node room test, 1 run in several): an environment that went to sleep in
+    the hold window got no placeholder back. What changes is only the Userland's status, which
+    the operator writes itself and stores in its cache before the watch brings it, so the watch
+    reported no change and the Template was never told. Nothing here pokes the Template: the
+    Userland's own status is all that moves it (a poke, as the tests above use, hid this)."""
+    await ensure_priority_class(kube)
+    # The operator's clock starts at the real now (a new Userland's start is timed from its
+    # creation): a lecture in 26 minutes, in a zone where it is about noon (no midnight between),
+    # the window open (30 minutes ahead), the students woken 10 minutes before.
+    now = datetime.now(UTC).replace(microsecond=0)
+    offset = max(-12, min(14, 12 - now.hour))
+    zone = "Etc/GMT" + (f"{-offset:+d}" if offset else "")
+    start = (now + timedelta(hours=offset, minutes=26)).replace(second=0)
+    schedule = {"timeZone": zone, "wakeBefore": "10m", "lectures": [{
+        "days": [start.strftime("%a")], "start": start.strftime("%H:%M"),
+        "end": (start + timedelta(minutes=30)).strftime("%H:%M")}]}
+    clock = ManualClock(now)
+    await create_lab(cluster, schedule=schedule, idleTimeout="5m")
+    # alice opened it now (the gateway's word): awake for 5 minutes.
+    await kube.create(USERLANDS, namespace, {
+        "apiVersion": "userland.dev/v1alpha1", "kind": "Userland",
+        "metadata": {"name": "lab-alice", "annotations": {
+            naming.ANNOTATION_LAST_ACTIVITY: _stamp(clock.now)}},
+        "spec": {"user": "alice", "template": "lab"}})
+    placeholders = naming.placeholders_name("lab")
+    async with run_operator(clock=clock, settings_extra={"hold_room_seconds": 1800}):
+        # Starting, not on a node yet: one placeholder holds its room. (Once the deployment
+        # controller has written its status: nothing but alice's status moves the Template next.)
+        await eventually(lambda: _settled(kube, namespace, placeholders, 1))
+        await eventually(lambda: _phase(kube, namespace, "lab-alice", "Starting"))
+        # Its Pod is placed (a scheduler's word): it has room, and the placeholder goes.
+        selector = "userland.dev/user=alice,userland.dev/template=lab"
+        (pod,) = await eventually(lambda: _pods_of(kube, namespace, selector))
+        await kube.merge_patch(PODS, namespace, pod["metadata"]["name"], {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(clock.now)}]}},
+            subresource="status")
+        assert await eventually(lambda: gone(kube, DEPLOYMENTS, namespace, placeholders), timeout=15)
+
+        # 6 minutes later: unused for 6 minutes, it sleeps (its reconcile is asked for by an unrelated
+        # annotation, as any change would); asleep it has no room: the placeholder comes back.
+        clock.now = now + timedelta(minutes=6)
+        await kube.merge_patch(USERLANDS, namespace, "lab-alice",
+                               {"metadata": {"annotations": {"test/poke": "1"}}})
+        await eventually(lambda: _phase(kube, namespace, "lab-alice", "Idle"))
+        assert await eventually(lambda: _replicas(kube, namespace, placeholders, 1), timeout=15)
+        assert await eventually(lambda: _says(kube, namespace, "LectureReady", "room for 0 of 1"), timeout=15)
+
+
+async def _settled(kube: KubeClient, ns: str, name: str, replicas: int) -> bool:
+    """The Deployment asks for `replicas` and its controller has written status for that."""
+    found = await _replicas(kube, ns, name, replicas)
+    status = (found or {}).get("status") or {}
+    return found is not None and status.get("observedGeneration") == found["metadata"]["generation"] \
+        and status.get("replicas") == replicas
+
+
+async def _phase(kube: KubeClient, ns: str, name: str, phase: str) -> bool:
+    return ((await kube.get(USERLANDS, ns, name)).get("status") or {}).get("phase") == phase
+
+
+async def _pods_of(kube: KubeClient, ns: str, selector: str) -> list[JSON]:
+    items: list[JSON] = (await kube.list(PODS, ns, label_selector=selector))["items"]
+    return items
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 async def test_placeholders_that_cannot_be_made_say_why(
         cluster: Cluster, kube: KubeClient, namespace: str, run_operator: OperatorRunner) -> None:
     """A PriorityClass missing from the cluster (deploy/capacity.yaml not applied): the
