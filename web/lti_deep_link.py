@@ -189,7 +189,7 @@ async def choose(request: web.Request) -> web.StreamResponse:
     await audit_lms(request, offer.namespace, "lms-deep-link",
                     f"LMS course {launch.title or launch.context} links to {offer.kind} {offer.name}")
     log.info("LMS content item sent", extra={"event": "lti.deep_link_sent", "course": offer.namespace,
-                                            "kind": offer.kind, "name": offer.name,
+                                            "kind": offer.kind, "item": offer.name,
                                             "registration": launch.registration, "login": launch.login})
     return _answer(request, deep_link.settings.return_url, token, item["title"])
 
