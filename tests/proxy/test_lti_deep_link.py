@@ -35,7 +35,7 @@ from tests.web.course_support import make_course, web_client
 from userland.auth.lti_store import LtiStore
 from userland.local.controlplane import ControlPlane
 from userland.platform.clients.kube import ASSIGNMENTS, TEMPLATES, KubeClient, Resource
-from userland.platform.model import naming
+from userland.platform.model import keyspace, naming
 from userland.platform.model.settings import Settings
 from userland.web.rules import lti_grades, security
 
@@ -341,10 +341,10 @@ async def test_the_lms_launching_an_assignments_link_is_noted_for_its_gradebook_
 
     conn = redis.asyncio.Redis.from_url(redis_url)
     await flow.launch(flow.platform.add_launch(launched(f"{course}/week-1")))
-    notes = await conn.hgetall(f"userland:lti-assignment-launches:{course}")
+    notes = await conn.hgetall(keyspace.lti_assignment_launches_key(course))
     assert {k: json.loads(v) for k, v in notes.items()} == {b"week-1": {
         "registration": registration(course), "context": "course-1", "lineitem": "http://127.0.0.1:9/li/1"}}
     # A link naming a course this LMS course does not feed is not noted (the LMS cannot reach it).
     await flow.launch(flow.platform.add_launch(launched("kube-system/week-1")))
-    assert await conn.hgetall("userland:lti-assignment-launches:kube-system") == {}
+    assert await conn.hgetall(keyspace.lti_assignment_launches_key("kube-system")) == {}
     await conn.aclose()

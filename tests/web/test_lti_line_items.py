@@ -29,7 +29,7 @@ from tests.web.test_lti_sync import (  # noqa: F401  (fixtures)
 )
 from userland.auth.lti_store import LtiStore
 from userland.platform.clients.kube import ASSIGNMENTS, NAMESPACES, KubeClient
-from userland.platform.model import naming
+from userland.platform.model import keyspace, naming
 from userland.platform.model.lti_links import course_links
 from userland.web.lti_line_items import follow_launched
 from userland.web.lti_sync import RosterSync
@@ -108,4 +108,4 @@ async def test_a_launch_from_another_lms_course_links_nothing(
     obj = await kube.get(ASSIGNMENTS, course, NAME)
     assert "lti" not in (obj.get("status") or {}) and obj["spec"]["due"] == "2030-12-07T23:59:00Z"
     assert lms.service_requests == []
-    assert await sync.redis.hgetall(f"userland:lti-assignment-launches:{course}") == {}
+    assert await sync.redis.hgetall(keyspace.lti_assignment_launches_key(course)) == {}
