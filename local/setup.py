@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import faulthandler
-import io
 import logging
 import os
 import secrets
@@ -51,6 +50,7 @@ from userland.local.runner import LocalRunner
 from userland.local.runner_host import app_bin_dirs
 from userland.local.setup_options import LocalOptions, SetupError, preflight
 from userland.local.setup_terminal import banner, restart_words, say
+from userland.local.stopping import RUNNER_STOP_LIMIT, Steps, within
 from userland.local.supervisor import Supervisor
 from userland.local.users import UserError, environment_user
 from userland.platform.clients.kube import (
@@ -97,42 +97,6 @@ def _log_to_file(path: Path) -> None:
     handler = logging.FileHandler(path)
     handler.setFormatter(JsonFormatter())
     logging.getLogger().handlers[:] = [handler]
-
-
-# Ctrl-C ends `userland local` in seconds, whatever one part does: the runner stops each
-# environment within STOP_GRACE (local/process_tree.py), so a runner still busy after this long
-# is stuck; its stack is logged and the stop goes on (the reaper, in a session of its own, stops
-# whatever containers it leaves once this process has ended).
-RUNNER_STOP_LIMIT = 60.0
-
-
-async def _within(task: asyncio.Task[None], limit: float, part: str) -> None:
-    """Wait for a cancelled `task` to end, at most `limit` seconds; log where it is stuck if not."""
-    done, _ = await asyncio.wait({task}, timeout=limit)
-    if not done:
-        stack = io.StringIO()
-        task.print_stack(file=stack)
-        log.warning("a part did not stop in time: going on without it",
-                    extra={"part": part, "seconds": limit, "stack": stack.getvalue()[-4000:]})
-    elif not task.cancelled() and (error := task.exception()) is not None:
-        log.warning("a part failed while stopping", extra={"part": part, "error": repr(error)})
-
-
-class _Steps:
-    """Logs each step of stopping with how long the one before took: where a stop that hangs
-    stands is the last line of local.log (and `kill -USR1` prints every thread's stack)."""
-
-    def __init__(self) -> None:
-        self.current: str | None = None
-        self.since = time.monotonic()
-
-    def __call__(self, what: str | None) -> None:
-        now = time.monotonic()
-        if self.current is not None:
-            log.info("stopped", extra={"part": self.current, "seconds": round(now - self.since, 2)})
-        if what is not None:
-            log.info("stopping", extra={"part": what})
-        self.current, self.since = what, now
 
 
 class Stopped(Exception):
@@ -433,14 +397,14 @@ class LocalSetup:
 
     async def shutdown(self) -> None:
         say("Stopping ...")
-        step = _Steps()
+        step = Steps()
         for name in ("gateway", "web", "operator"):
             if name in self.children:
                 self.children[name].signal(signal.SIGTERM)
         if self.runner_task is not None:
             step("the local runner and its environments")
             self.runner_task.cancel()
-            await _within(self.runner_task, RUNNER_STOP_LIMIT, "the local runner and its environments")
+            await within(self.runner_task, RUNNER_STOP_LIMIT, "the local runner and its environments")
         # No restarts from here on: poll() is no longer called, and the entries go.
         children = self.children
         self.supervisor.supervised.clear()

@@ -119,7 +119,7 @@ async def test_a_part_that_does_not_stop_is_logged_with_its_stack_and_left(
         caplog: pytest.LogCaptureFixture) -> None:
     """Ctrl-C ends `userland local` whatever one part does: a runner task that ignores its
     cancellation is waited for `limit` seconds, then logged (where it is stuck) and left."""
-    from userland.local.setup import _within
+    from userland.local.stopping import within as _within
 
     async def stubborn() -> None:
         while True:
@@ -142,7 +142,7 @@ async def test_a_part_that_does_not_stop_is_logged_with_its_stack_and_left(
 
 
 async def test_a_part_that_stops_is_waited_for_and_not_logged(caplog: pytest.LogCaptureFixture) -> None:
-    from userland.local.setup import _within
+    from userland.local.stopping import within as _within
 
     task = asyncio.create_task(asyncio.sleep(3600))
     await asyncio.sleep(0)
