@@ -133,8 +133,10 @@ async def _serve(app: web.Application, settings: Settings, options: ServerOption
     internal_site = web.TCPSite(internal, internal_host, internal_port, reuse_port=reuse_port)
     site = web.TCPSite(runner, options.host, options.port, reuse_port=reuse_port, backlog=2048)
     try:
-        await internal_site.start()
+        # The public listener first: once the internal one answers (a readiness probe, a test),
+        # the public one already takes connections (the other order let a probe pass first).
         await site.start()
+        await internal_site.start()
     except OSError:
         # End the start-up tasks' connections in order before the error (web/server.py says why).
         await internal.cleanup()
