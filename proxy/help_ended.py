@@ -58,7 +58,7 @@ class HelpEnded:
                 "Cache-Control": "no-store", "Clear-Site-Data": HELP_CLEAR_SITE_DATA})
         # Joined again since (a new grant): a page load signs this origin in afresh through the
         # handoff (bound to the new grant), as a first visit would, not "your access has ended".
-        if await self._joined_again(route.namespace, owner, login):
+        if await self._joined_again(route.namespace, owner, login, grant_id):
             return web.Response(status=302, headers={"Location": self.handoff_url(request),
                                                      "Cache-Control": "no-store"})
         # A page load (top level: browsers honour Clear-Site-Data there): the page that says so,
@@ -71,11 +71,14 @@ class HelpEnded:
                             httponly=True, samesite="Lax")
         return response
 
-    async def _joined_again(self, course: str, owner: str, login: str) -> bool:
+    async def _joined_again(self, course: str, owner: str, login: str, ended_id: str) -> bool:
+        """A live grant other than the one that ended (the ended one's Redis key can outlive
+        its end by a moment: that is not a new grant, and the page must say it ended)."""
         if self.grants is None:
             return False
         try:
-            return await self.grants.live_for(course, owner, login) is not None
+            live = await self.grants.live_for(course, owner, login)
+            return live is not None and live.id != ended_id
         except Exception as err:  # Redis gone: the ended page (fail closed)
             log.warning("live grant not read", extra={"error": type(err).__name__})
             return False
