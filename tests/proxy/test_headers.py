@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -43,8 +44,11 @@ SPOOFS = [
 
 def rewrite(headers: list[tuple[str, str]], login: str | None = "alice", **kw: str) -> CIMultiDict[str]:
     user = None if login is None else identity.for_audience(login, identity.AUDIENCE_ENV)
-    args = {"secret": SECRET, "client_ip": "10.0.0.7", "proto": "https", "host": "ide.example.edu",
-            "session_cookie": "userland_session"}
+    # One moment for both calls: each signs X-User with the time, and two clocks read apart can
+    # straddle a second (a CI run failed so).
+    args: dict[str, object] = {"secret": SECRET, "client_ip": "10.0.0.7", "proto": "https",
+                               "host": "ide.example.edu", "session_cookie": "userland_session",
+                               "now": time.time()}
     args.update(kw)
     out = upstream_request_headers(headers, user, **args)  # type: ignore[arg-type]
     # The list the HTTP path sends is the same headers in the same order (every test checks both).
