@@ -13,10 +13,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -29,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from userland.local.ports import free_port
 from userland.platform.model.settings import LocalTools
 
 ADMIN_TOKEN = "userland-admin-token"
@@ -46,37 +45,6 @@ def find_repo() -> Path:
 
 class ControlPlaneError(RuntimeError):
     pass
-
-
-# Ports we choose for a process to bind later come from below the kernel's ephemeral range:
-# a port from inside it (what binding port 0 gives) can be taken before the process binds by
-# the source port of any outgoing connection, and a long-lived one (a watch, a keep-alive pool)
-# holds it for minutes: a loaded parallel run once saw the web UI of `userland local` refused
-# its port four times in a row.
-_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-_LOWEST_CHOSEN = 10000
-
-
-def free_port(ephemeral_range: Path = _EPHEMERAL_RANGE, lowest: int = _LOWEST_CHOSEN) -> int:
-    """A loopback port that is free now, for a process to bind in a moment: at random from
-    `lowest` up to the kernel's ephemeral range (as `ephemeral_range` gives it)."""
-    try:
-        ephemeral_low = int(ephemeral_range.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral_low = 32768  # Linux's default
-    if ephemeral_low - lowest >= 1000:
-        for _ in range(200):
-            port = lowest + secrets.randbelow(ephemeral_low - lowest)
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    continue  # in use (or in TIME_WAIT): another
-                return port
-    # A machine whose ephemeral range starts low: the kernel's choice.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def die_with_parent() -> None:
