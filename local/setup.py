@@ -49,7 +49,7 @@ from userland.local.rules import template_apply
 from userland.local.runner import LocalRunner
 from userland.local.runner_host import app_bin_dirs
 from userland.local.setup_options import LocalOptions, SetupError, preflight
-from userland.local.setup_terminal import banner, restart_words, say
+from userland.local.setup_terminal import banner, gave_up_words, restart_words, say
 from userland.local.stopping import RUNNER_STOP_LIMIT, Steps, within
 from userland.local.supervisor import Supervisor
 from userland.local.users import UserError, environment_user
@@ -155,8 +155,7 @@ class LocalSetup:
         if starting:
             for entry in self.supervisor.down():
                 if entry.failures >= STARTUP_FAILURES:
-                    raise SetupError(f"the {entry.name} keeps stopping (exit status {entry.last_status}); "
-                                     f"see {entry.child.log_path}")
+                    raise SetupError(gave_up_words(entry.name, entry.last_status, entry.child.log_path))
         if self.runner_task is not None and self.runner_task.done():
             error = self.runner_task.exception() if not self.runner_task.cancelled() else None
             raise SetupError(f"the local runner stopped: {error!r}; see {self.options.log_dir / 'local.log'}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from userland.local import assignment_example, examples
@@ -19,6 +20,31 @@ def say(text: str = "") -> None:
     # The terminal may be gone (closed: SIGHUP): stopping must go on all the same.
     with contextlib.suppress(OSError):
         print(text, flush=True)
+
+
+def last_lines(path: Path, count: int = 6, *, limit: int = 64 * 1024) -> list[str]:
+    """The last `count` non-blank lines of a child's log (read from its last `limit` bytes), for a
+    child that keeps stopping: what it said as it died, on the terminal (and in CI's output), not
+    only in a file that is gone with the machine."""
+    try:
+        with path.open("rb") as log_file:
+            start = max(0, log_file.seek(0, 2) - limit)
+            log_file.seek(max(0, start - 1))
+            data = log_file.read()
+    except OSError:
+        return []
+    cut = start > 0 and data[:1] != b"\n"  # begun in the middle of a line
+    lines = data[1 if start > 0 else 0:].decode("utf-8", "replace").splitlines()
+    if cut:
+        lines = lines[1:]  # left out, never shown in half
+    return [line[:400] for line in lines if line.strip()][-count:]
+
+
+def gave_up_words(name: str, status: int | None, log_path: Path) -> str:
+    """Why `userland local` stops while starting: a child that keeps stopping, and its last words."""
+    tail = "".join(f"\n    | {line}" for line in last_lines(log_path))
+    said = f"; it said last:{tail}" if tail else ""
+    return f"the {name} keeps stopping (exit status {status}); see {log_path}{said}"
 
 
 def restart_words(report: Report) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from userland.local.children import Child, spawn
+from userland.local.setup_terminal import gave_up_words, last_lines
 from userland.local.supervisor import Supervisor, restart_delay
 
 
@@ -88,3 +89,24 @@ def test_a_child_that_exits_by_itself_is_restarted_too(tmp_path: Path) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert supervisor.poll()[0].retry_in == 2.0
+
+
+def test_a_child_that_keeps_stopping_is_reported_with_its_last_words(tmp_path: Path) -> None:
+    # What `userland local` prints when it gives up: the log's last lines, so a run that ends on
+    # a machine nobody can log in to (CI) still says why (the run that had only "see web.log").
+    program = ("import sys\nfor n in range(40): print('starting', n, file=sys.stderr)\n"
+               "print('userland web: cannot serve on 127.0.0.1:1: Address already in use', file=sys.stderr)\n"
+               "raise SystemExit(2)")
+    child = spawn("web", [sys.executable, "-c", program], tmp_path)
+    assert child.process.wait(timeout=10) == 2
+    last = "userland web: cannot serve on 127.0.0.1:1: Address already in use"
+    words = gave_up_words("web", 2, child.log_path)
+    assert words.startswith(f"the web keeps stopping (exit status 2); see {child.log_path}; it said last:")
+    said = [line.removeprefix("    | ") for line in words.splitlines()[1:]]
+    assert said == [*(f"starting {n}" for n in range(35, 40)), last]
+    # Read from the end only: a line cut by the window is left out, not shown in half.
+    assert last_lines(child.log_path, 3, limit=len(last) + 1) == [last]
+    assert last_lines(child.log_path, 3, limit=len(last)) == []
+    # A log that is not there leaves the line as it was.
+    assert gave_up_words("web", 2, tmp_path / "none.log") == \
+        f"the web keeps stopping (exit status 2); see {tmp_path / 'none.log'}"
