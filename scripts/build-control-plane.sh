@@ -17,10 +17,24 @@ shift || true
 what=("$@")
 [[ ${#what[@]} -gt 0 ]] || what=(kube-apiserver kube-controller-manager)
 bin="$cache/bin"
-missing=()
-for name in "${what[@]}"; do
-    [[ -x "$bin/$name" ]] || missing+=("$name")
-done
+find_missing() {
+    missing=()
+    for name in "${what[@]}"; do
+        [[ -x "$bin/$name" ]] || missing+=("$name")
+    done
+}
+find_missing
+if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "$bin"
+    exit 0
+fi
+# One build at a time per cache: a second one (`make control-plane` beside a test's fixture, or
+# the real-node suite's) would unpack the source over the first's and fail it half-way (a new
+# machine's setup did). The second waits, then finds the binaries built.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
+find_missing
 if [[ ${#missing[@]} -eq 0 ]]; then
     echo "$bin"
     exit 0
