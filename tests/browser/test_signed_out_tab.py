@@ -49,6 +49,12 @@ async def test_a_jupyterlab_tab_left_open_after_sign_out_asks_to_sign_in_and_kee
         await page.keyboard.press("Control+s")
         await page.get_by_role("button", name="Rename and Save").click()
         await expect(page.get_by_role("listitem", name=re.compile("Untitled.ipynb"))).to_be_visible()
+        # The next cell's code is typed now: once signed out, JupyterLab's dialogs come back with
+        # each failed poll and take the keys typed meanwhile (a run ran "print+ 1)").
+        cell = page.locator(".jp-Cell .cm-content:visible").last
+        await cell.click()
+        await page.keyboard.type("print(x + 1)")
+        await expect(cell).to_have_text("print(x + 1)")
 
         # Signed out in another tab (what a student does in a lab at the end of class).
         other = await context.new_page()
@@ -63,8 +69,9 @@ async def test_a_jupyterlab_tab_left_open_after_sign_out_asks_to_sign_in_and_kee
         assert "Kernel died" not in " ".join(await page.locator(".jp-Dialog").all_inner_texts())
         # Saving says why it cannot and what to do, in JupyterLab's own dialog.
         await close_dialogs(page)
-        await page.locator(".jp-Cell .cm-content:visible").last.click()
-        await page.keyboard.type("print(x + 1)")
+        await cell.click()
+        await page.keyboard.press("End")
+        await page.keyboard.type(" ")  # an edit to save (a key lost to a dialog changes nothing)
         await page.keyboard.press("Control+s")
         error = page.locator(".jp-Dialog").filter(has_text="File Save Error")
         await expect(error).to_contain_text(SIGNED_OUT_MESSAGE, timeout=MUST_COMPLETE_MS)
@@ -84,7 +91,7 @@ async def test_a_jupyterlab_tab_left_open_after_sign_out_asks_to_sign_in_and_kee
         # It reconnects by itself (JupyterLab says "Unknown" until the kernel next reports).
         await expect(kernel).not_to_contain_text("Connecting", timeout=MUST_COMPLETE_MS)
         await close_dialogs(page)
-        await page.locator(".jp-Cell .cm-content:visible").last.click()
+        await cell.click()
         await page.keyboard.press("Shift+Enter")
         await expect(page.locator(".jp-OutputArea-output:visible").last).to_have_text(
             "43", timeout=MUST_COMPLETE_MS)
