@@ -27,6 +27,9 @@ from userland.local.controlplane import ControlPlane, crd_files
 from userland.local.redisserver import redis_server
 from userland.platform.clients.kube import NAMESPACES, KubeClient
 
+# A failed test that ran `userland local` carries its services' logs (see the module).
+pytest_plugins = ["tests.support.failure_logs"]
+
 REPO = Path(__file__).resolve().parent.parent
 
 # The real-node suite runs only where a node is up: `make test-cluster` sets this variable and
