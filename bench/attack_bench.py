@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

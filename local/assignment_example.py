@@ -24,8 +24,8 @@ from aiohttp import web
 
 from userland.local import examples
 from userland.local.children import spawn, userland_command
-from userland.local.controlplane import free_port
 from userland.local.gitserver import create_git_app, make_repository
+from userland.local.ports import free_port
 from userland.local.process_tree import SERVER_SHUTDOWN_TIMEOUT
 from userland.local.supervisor import Supervisor
 from userland.platform.clients.kube import ASSIGNMENTS, AlreadyExists, KubeClient, KubeError

@@ -38,7 +38,7 @@ from lti1p3platform.oidc_login import OIDCLoginAbstract
 from lti1p3platform.registration import Registration
 from lti1p3platform.request import Request, TRequest
 
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.local.process_tree import SERVER_SHUTDOWN_TIMEOUT
 from userland.platform.clients.kube import NAMESPACES, AlreadyExists, KubeClient, Resource
 from userland.platform.model import naming

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 
 
 @contextlib.contextmanager

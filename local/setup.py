@@ -41,9 +41,9 @@ from userland.local.controlplane import (
     ControlPlaneError,
     crd_files,
     find_repo,
-    free_port,
 )
 from userland.local.metrics import metrics_app
+from userland.local.ports import free_port
 from userland.local.process_tree import SERVER_SHUTDOWN_TIMEOUT
 from userland.local.rules import template_apply
 from userland.local.runner import LocalRunner

@@ -18,7 +18,7 @@ import redis.asyncio
 import redis.exceptions
 from redis.asyncio.connection import AbstractConnection
 
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.platform.clients.redis_pool import PoolExhausted, anonymous_client, connect_redis
 from userland.platform.clients.sessions import RedisSessionStore, SessionStoreBusy, SessionStoreUnavailable
 

@@ -48,7 +48,7 @@ from tests.fakes.github import API_PREFIX, FakeGitHub
 from tests.operator.support import template_body, userland_body
 from tests.support.real_apps import Local, started_local
 from userland.local import demo_env
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.platform.clients.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.model import naming
 from userland.platform.model.settings import Settings

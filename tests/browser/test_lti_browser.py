@@ -33,7 +33,7 @@ from tests.browser.conftest import environment_app as demo_app
 from tests.operator.support import template_body
 from tests.support import MUST_COMPLETE, MUST_COMPLETE_MS, eventually
 from tests.support.lti_launch_platform import LEARNER, LaunchSpec, LtiTestPlatform
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.platform.clients.kube import TEMPLATES, KubeClient, Resource
 from userland.platform.model import naming
 from userland.platform.model.settings import Settings

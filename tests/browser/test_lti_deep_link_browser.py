@@ -34,7 +34,7 @@ from tests.browser.conftest import (
 from tests.operator.support import template_body
 from tests.support import MUST_COMPLETE, MUST_COMPLETE_MS, eventually
 from tests.support.lti_launch_platform import INSTRUCTOR, LaunchSpec, LtiTestPlatform
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.platform.clients.kube import ASSIGNMENTS, NAMESPACES, TEMPLATES, KubeClient, Resource
 from userland.platform.model import naming
 from userland.platform.model.lti_links import ANNOTATION_LINKS, LmsLink, links_value

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import WSServerHandshakeError
 
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 
 from .conftest import IDE_HOST, EchoFactory, GatewayFactory, InternalOf, Origins, World, origin_cookie
 

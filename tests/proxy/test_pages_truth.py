@@ -13,7 +13,7 @@ import pytest
 
 from tests.jargon import visible_text
 from tests.support import eventually
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.platform.clients.kube import TEMPLATES, USERLANDS, KubeClient
 from userland.platform.model import look, naming, storage_words
 from userland.proxy.pages import CONTENT_SECURITY_POLICY, SIGNED_OUT_MESSAGE, Pages

@@ -15,7 +15,7 @@ import pytest
 
 from tests.jargon import jargon_in, visible_text
 from tests.support import eventually
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.operator.rules.status import Problem, userland_status
 from userland.platform.clients.kube import SERVICES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.model import naming

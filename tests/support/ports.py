@@ -4,6 +4,6 @@ handed out twice at once)."""
 
 from __future__ import annotations
 
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 
 __all__ = ["free_port"]

@@ -10,8 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from userland.local.controlplane import free_port
-from userland.local.ports import RESERVED_SECONDS
+from userland.local.ports import RESERVED_SECONDS, free_port
 
 
 def test_a_chosen_port_is_below_the_ephemeral_range_and_can_be_bound() -> None:

@@ -16,7 +16,7 @@ from tests.web.pages.support import (
     make_course,
     make_template,
 )
-from userland.local.controlplane import free_port
+from userland.local.ports import free_port
 from userland.platform.clients.kube import USERLANDS, KubeClient
 from userland.platform.clients.kubeconfig import ClusterAccess
 
