@@ -94,7 +94,8 @@ async def find_course(request: web.Request, namespace: str) -> Course | None:
         misses.remember(namespace, now)
         return None
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    if labels.get(naming.LABEL_COURSE) != "true":
+    # Not a course, or one being deleted (web/state.py lists it nowhere either).
+    if labels.get(naming.LABEL_COURSE) != "true" or (obj.get("metadata") or {}).get("deletionTimestamp"):
         misses.remember(namespace, now)
         return None
     return Course.from_namespace(obj)

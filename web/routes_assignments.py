@@ -300,8 +300,12 @@ async def stream(request: web.Request) -> web.StreamResponse:
         with watch.notifier.subscribe(assignments_channel(course.namespace)) as subscription:
             await response.write(b"retry: 3000\n: connected\n\n")
             quiet = 0.0
+            # The first pass sends the Assignment as it is now: a change between the page's render
+            # and this subscription would otherwise never reach the page (a CI run's page said
+            # "New" for 3 minutes of a status long "Failed").
+            first: set[str] | None = {name}
             while True:
-                keys = await subscription.next(LIVENESS_SECONDS)
+                keys, first = (first, None) if first else (await subscription.next(LIVENESS_SECONDS), None)
                 if keys is None or request.transport is None or request.transport.is_closing():
                     break
                 if name not in keys:

@@ -176,10 +176,13 @@ async def _stream(request: web.Request, ctx: WebContext, course: Course, role: C
         with state.notifier.subscribe(namespace) as subscription:
             await response.write(b"retry: 3000\n: connected\n\n")
             quiet = 0.0
+            # The first pass sends every row as it is now: a change between the page's render and
+            # this subscription would otherwise never reach the page (its row stuck as rendered).
+            first: set[str] | None = {"*"}
             while True:
                 # Woken at least every LIVENESS_SECONDS: a client that went away frees its place in
                 # the per-user quota within that time, not at the next heartbeat's failed write.
-                keys = await subscription.next(LIVENESS_SECONDS)
+                keys, first = (first, None) if first else (await subscription.next(LIVENESS_SECONDS), None)
                 if keys is None:
                     break  # shutting down
                 if request.transport is None or request.transport.is_closing():

@@ -273,6 +273,8 @@ class ClassState:
 
     def _on_namespace(self, old: JSON | None, new: JSON | None) -> None:
         name = str(meta(new or old).get("name") or "")
+        if _deleting(new):
+            new = None  # a course being deleted is gone for its pages now, not once emptied
         if new is not None and name not in self.watches:
             watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval,
                                 assignment_hooks=self.assignment_hooks)
@@ -323,10 +325,10 @@ class ClassState:
     # ---- CourseDirectory ----
     def course(self, namespace: str) -> Course | None:
         obj = self.namespaces.get("", namespace)
-        return None if obj is None else Course.from_namespace(obj)
+        return None if obj is None or _deleting(obj) else Course.from_namespace(obj)
 
     def courses(self) -> list[Course]:
-        return sorted((Course.from_namespace(o) for o in self.namespaces.items()),
+        return sorted((Course.from_namespace(o) for o in self.namespaces.items() if not _deleting(o)),
                       key=lambda c: (c.title.lower(), c.namespace))
 
     def watch(self, namespace: str) -> CourseWatch | None:
@@ -352,3 +354,9 @@ async def running(kube: KubeClient, **kwargs: Any) -> Any:
         yield state
     finally:
         await state.stop()
+
+
+def _deleting(namespace: JSON | None) -> bool:
+    """A course namespace being deleted: its environments and work are going, so no page lists it
+    (the namespace controller may take minutes to empty it)."""
+    return namespace is not None and bool(meta(namespace).get("deletionTimestamp"))

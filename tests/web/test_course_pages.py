@@ -22,8 +22,8 @@ from aiohttp.test_utils import TestClient
 
 from tests.support import eventually
 from tests.web.support import add_userland, make_course, set_phase
-from userland.local.controlplane import free_port
-from userland.platform.clients.kube import NAMESPACES, TEMPLATES, KubeClient
+from userland.local.ports import free_port
+from userland.platform.clients.kube import NAMESPACES, TEMPLATES, USERLANDS, KubeClient
 from userland.platform.model import identity
 from userland.platform.model.settings import Settings
 from userland.web.app import create_app
@@ -244,8 +244,9 @@ async def test_the_stream_delivers_a_row_change(client: Client, courses: tuple[s
     assert response.headers["Content-Type"].startswith("text/event-stream")
     assert response.headers["Cache-Control"] == "no-store"
     assert (await response.content.readline()).startswith(b"retry:")
+    first = await read_event(response, "rows", 30.0)  # every row as it is now (see the next test)
+    assert sorted(first["rows"]) == ["alice", "bob"]
     await set_phase(kube, cs, "ide-bob", "Starting")
-    await read_event(response, "rows", 30.0)
     await set_phase(kube, cs, "ide-bob", "Ready")
     while True:
         data = await read_event(response, "rows", 30.0)
@@ -258,11 +259,34 @@ async def test_the_stream_delivers_a_row_change(client: Client, courses: tuple[s
     response.close()
 
 
+async def test_a_change_between_the_page_and_its_stream_reaches_the_page(
+        client: Client, courses: tuple[str, str], kube: KubeClient) -> None:
+    """The page is rendered, then a row changes, then the page's script opens the stream: the
+    stream's first event carries the change (before, nothing did until the row changed again)."""
+    cs = courses[0]
+    page = await client.get(f"/courses/{cs}", headers=headers("teacher"))
+    assert page.status == 200
+    state = client.app[WEB].extras[STATE]
+
+    def bob_ready() -> bool:
+        return any(r.login == "bob" and any(e.phase == "Ready" for e in r.environments)
+                   for r in state.watch(cs).rows())
+
+    assert not bob_ready()
+    await set_phase(kube, cs, "ide-bob", "Ready")
+    await eventually(bob_ready)
+    response = await client.get(f"/courses/{cs}/stream", headers=headers("teacher"))
+    first = await read_event(response, "rows", 30.0)
+    assert "Ready" in first["rows"]["bob"] and "Ready" not in first["rows"]["alice"]
+    response.close()
+
+
 async def test_the_stream_ends_when_the_viewer_is_no_longer_staff(client: Client, courses: tuple[str, str],
                                                                   kube: KubeClient) -> None:
     cs = courses[0]
     response = await client.get(f"/courses/{cs}/stream", headers=headers("ta1"))
     assert response.status == 200
+    await read_event(response, "rows", 30.0)  # the first pass, while ta1 is still staff
     await kube.merge_patch(NAMESPACES, None, cs, {"metadata": {"annotations": {
         "userland.dev/assistants": "someone-else"}}})
     state = client.app[WEB].extras[STATE]  # the web UI has seen ta1 leave before the row changes
@@ -277,6 +301,7 @@ async def test_the_stream_ends_when_the_viewer_is_no_longer_staff(client: Client
 async def test_shutdown_ends_open_streams_cleanly(client: Client, courses: tuple[str, str]) -> None:
     response = await client.get(f"/courses/{courses[0]}/stream", headers=headers("teacher"))
     assert (await response.content.readline()).startswith(b"retry:")
+    await read_event(response, "rows", 30.0)  # the first pass
     await client.app.shutdown()  # what the server runs first on SIGTERM
     async with asyncio.timeout(3):
         rest = await response.content.read()
@@ -337,3 +362,27 @@ async def test_the_dashboard_says_whether_the_course_is_ready_for_its_lecture(
     text = await eventually(page)
     assert ('<p class="notice lecture bad" data-ready="False"><strong>Lab: not ready for the lecture at '
             f'09:00</strong><br>{details}</p>') in text
+
+
+async def test_a_course_being_deleted_leaves_every_page_at_once(client: Client, courses: tuple[str, str],
+                                                                 kube: KubeClient) -> None:
+    """A course namespace being deleted (Terminating: the namespace controller empties it, which
+    can take minutes) is listed nowhere: its environments and work are going. Before, a student's
+    /me kept showing a deleted course's assignments while the namespace emptied."""
+    cs = courses[0]
+    # An environment that holds the namespace in Terminating until the test lets it go.
+    hold = {"metadata": {"finalizers": ["test.userland.dev/hold"]}}
+    await kube.merge_patch(USERLANDS, cs, "ide-alice", hold)
+    assert "CS 101" in await (await client.get("/courses", headers=headers("teacher"))).text()
+    await kube.delete(NAMESPACES, None, cs)
+    try:
+        state = client.app[WEB].extras[STATE]
+        await eventually(lambda: state.course(cs) is None)
+        assert (await kube.get(NAMESPACES, None, cs))["status"]["phase"] == "Terminating"
+        assert cs not in [course.namespace for course in state.courses()]
+        assert "CS 101" not in await (await client.get("/courses", headers=headers("teacher"))).text()
+        assert (await client.get(f"/courses/{cs}", headers=headers("teacher"))).status == 404
+        me = await (await client.get("/me", headers=headers("alice"))).text()
+        assert "CS 101" not in me and "DB 202" in me  # her other course stays
+    finally:
+        await kube.merge_patch(USERLANDS, cs, "ide-alice", {"metadata": {"finalizers": None}})

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from tests.support.coursework import GitServer, git_server, store_server
-from tests.web.pages.support import INSTRUCTOR, AppFactory
+from tests.web.pages.support import INSTRUCTOR, AppFactory, headers
 from tests.web.pages.test_assignment_pages import DUE, assignment_body, teacher_in, wait_cached, write_status
+from tests.web.test_course_pages import read_event
 from userland.platform.clients.kube import ASSIGNMENTS, KubeClient
 
 FAR = "2036-12-08T00:59"
@@ -159,3 +160,24 @@ async def test_late_and_empty_copies_say_what_the_platform_did(
     assert "Your folder had no files at that moment." in bob
     carol = await wait_cached(as_user("carol"), "/me", "Week 1")
     assert "after your deadline" not in carol
+
+
+async def test_a_status_written_between_the_page_and_its_stream_reaches_the_page(
+        kube: KubeClient, namespace: str, web_ui: AppFactory, store_url: str) -> None:
+    """The page is rendered ("New"), the operator writes "Failed", then the page's script opens
+    the stream: its first event says "Needs attention". Before, the stream sent only what changed
+    after it opened, and a CI run's page said "New" for 3 minutes of a status long "Failed"."""
+    teacher = (await teacher_in(kube, namespace, web_ui, store_url))(INSTRUCTOR)
+    await kube.create(ASSIGNMENTS, namespace, assignment_body())
+    page = f"/courses/{namespace}/assignments/week1"
+    await wait_cached(teacher, page, 'id="phase">New<')
+    await kube.merge_patch(ASSIGNMENTS, namespace, "week1", {"status": {
+        "phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "reason": "UnknownRef",
+                                           "message": "the repository has no branch or tag 'main'"}]}},
+        subresource="status")
+    await wait_cached(teacher, page, 'id="phase">Needs attention<')
+    response = await teacher.client.get(page + "/stream", headers=headers(teacher.login, teacher.role))
+    assert response.status == 200
+    first = await read_event(response, "table", 30.0)
+    assert first["phase"] == "Needs attention" and "no branch or tag" in first["message"]
+    response.close()
