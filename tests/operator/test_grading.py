@@ -82,6 +82,8 @@ async def test_two_copies_graded_and_a_hanging_one_timed_out(course: Course) -> 
     found = await eventually(lambda: settled(course, 3), timeout=MUST_COMPLETE)
     assert found["lab/alice"]["state"] == "Graded" and found["lab/alice"]["score"] == 10, found
     assert found["lab/bob"]["state"] == "Graded" and found["lab/bob"]["score"] == 4, found
+    # run_autograder's exit status, as docs/grading.md lists it (0: it ran to its end).
+    assert (found["lab/alice"]["exitStatus"], found["lab/bob"]["exitStatus"]) == (0, 0), found
     assert found["lab/carol"] == {**found["lab/carol"], "state": "Failed", "reason": "TimedOut",
                                   "message": f"timed out after {TIME_LIMIT} s"}
     status = await course.status()

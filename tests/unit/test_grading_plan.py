@@ -72,6 +72,17 @@ def test_each_copy_is_queued_once_and_a_graded_one_is_kept() -> None:
     assert plan.delete == []
 
 
+def test_a_graded_copy_keeps_the_graders_exit_status() -> None:
+    # docs/grading.md lists `exitStatus` in each student's grading: it comes from the store's record.
+    plan = plan_grading(copies("alice", "bob"), TESTS,
+                        {"lab/alice": graded("alice", exitStatus=1),
+                         "lab/bob": graded("bob", state="Failed", reason="OutOfMemory", exitStatus=137)},
+                        [], Regrade(), now=NOW)
+    assert plan.states["lab/alice"]["exitStatus"] == 1
+    assert (plan.states["lab/bob"]["reason"], plan.states["lab/bob"]["exitStatus"]) == ("OutOfMemory", 137)
+    assert "version" not in plan.states["lab/alice"]  # what the store keeps for itself stays there
+
+
 def test_new_tests_or_a_new_copy_grade_again_and_the_old_pod_goes() -> None:
     old = {"lab/alice": graded("alice", version="another-version")}
     stale = GradingPod(name="p-old", env="lab/alice", version="another-version", phase="Running")

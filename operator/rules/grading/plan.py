@@ -156,7 +156,7 @@ def ended_badly(pod: GradingPod, now: datetime) -> tuple[str, str] | None:
 
 def _entry(record: Mapping[str, Any]) -> JSON:
     keep = ("state", "reason", "message", "score", "maxScore", "seconds", "at", "round", "tests", "shown",
-            "passed")
+            "passed", "exitStatus")
     return {k: record[k] for k in keep if record.get(k) is not None}
 
 
