@@ -167,6 +167,13 @@ def gradings(name: str) -> dict[str, dict[str, Any]]:
     return {e["user"]: e.get("grading") or {} for e in status.get("students") or []}
 
 
+def store_files(root: Path) -> list[str]:
+    """The files of the store's volume under this course's assignments (what a failing check
+    says it looked among)."""
+    return sorted(str(p.relative_to(root)) for p in (root / "assignments" / COURSE).rglob("*")
+                  if p.is_file())[:200]
+
+
 def grading_pods() -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = kubectl_json("-n", COURSE, "get", "pods", "-l",
                                                f"{naming.LABEL_WORK}=grade")["items"]
@@ -224,9 +231,11 @@ def graded(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iter
         found.policy = kubectl_json("-n", COURSE, "get", "networkpolicy",
                                     naming.grading_policy_name("graded"))
         found.connections = listener.connections
-        stored = sorted((NODE.state / "volumes" / "store").rglob(
-            f"assignments/{COURSE}/graded/*/grades/testenv/carol.json"))
-        assert len(stored) == 1, stored
+        store = NODE.state / "volumes" / "store"
+        stored = sorted(store.rglob(f"assignments/{COURSE}/graded/*/grades/testenv/carol.json"))
+        assert len(stored) == 1, (f"carol's results are not in the store: {stored}\n"
+                                  f"gradings: {json.dumps(found.gradings, indent=1)}\n"
+                                  f"the store's files: {store_files(store)}")
         found.results = json.loads(stored[0].read_text())
         outputs = [t.get("output", "") for t in found.results.get("tests") or []]
         line = next((ln for out in outputs for ln in out.splitlines() if ln.startswith("PROBE ")), None)
