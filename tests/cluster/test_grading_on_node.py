@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,26 @@ def store_files(root: Path) -> list[str]:
                   if p.is_file())[:200]
 
 
+def grade_steps(pods: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each grading Pod's grade step as last seen: its Pod's assignment and student, how it ended
+    and how long it ran (what the run's output shows of the time each grader took)."""
+    out: dict[str, Any] = {}
+    for name, pod in sorted(pods.items()):
+        status = pod.get("status") or {}
+        steps = {c["name"]: c.get("state") or {} for c in status.get("initContainerStatuses") or []}
+        ended = (steps.get("grade") or {}).get("terminated") or {}
+        seconds = None
+        if ended.get("startedAt") and ended.get("finishedAt"):
+            seconds = (datetime.fromisoformat(ended["finishedAt"].replace("Z", "+00:00"))
+                       - datetime.fromisoformat(ended["startedAt"].replace("Z", "+00:00"))).total_seconds()
+        job = json.loads(pod["metadata"].get("annotations", {}).get(naming.ANNOTATION_JOB) or "{}")
+        out[name] = {"assignment": pod["metadata"]["labels"].get(naming.LABEL_ASSIGNMENT),
+                     "members": job.get("members"), "phase": status.get("phase"),
+                     "grade": {"reason": ended.get("reason"), "exitCode": ended.get("exitCode"),
+                               "seconds": seconds}}
+    return out
+
+
 def grading_pods() -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = kubectl_json("-n", COURSE, "get", "pods", "-l",
                                                f"{naming.LABEL_WORK}=grade")["items"]
@@ -228,6 +249,8 @@ def graded(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iter
             return all(len(ended) == len(STUDENTS) for ended in done)
 
         wait_until(settled, "every copy graded or failed", timeout=600, interval=0.5)
+        print("gradings:", json.dumps(found.gradings, indent=1))
+        print("grade steps:", json.dumps(grade_steps(found.pods), indent=1))
         found.policy = kubectl_json("-n", COURSE, "get", "networkpolicy",
                                     naming.grading_policy_name("graded"))
         found.connections = listener.connections
