@@ -29,8 +29,8 @@ if [[ ${#missing[@]} -eq 0 ]]; then
     exit 0
 fi
 # One build at a time per cache: a second one (`make control-plane` beside a test's fixture, or
-# the real-node suite's) would unpack the source over the first's and fail it half-way (a new
-# machine's setup did). The second waits, then finds the binaries built.
+# the real-node suite's) would unpack the source over the first's and fail it half-way (as a new
+# machine's setup most likely did). The second waits, then finds the binaries built.
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
