@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -155,6 +156,25 @@ def volume_of(login: str) -> Path:
     return Path(volume["spec"]["hostPath"]["path"])
 
 
+def own_volumes() -> list[dict[str, Any]]:
+    """A PersistentVolume of the test's own for each student, bound in advance to their claim.
+    The node's shared volumes keep what they hold (Retain), so a volume whose claim the teardown
+    deletes is Released and never bound again: taken from the shared ones, the three of this test
+    left the later tests' students waiting for storage (a CI pre-check: 3 failed)."""
+    pvs = []
+    for login in STUDENTS:
+        path = NODE.state / "volumes" / f"grading-{login}"
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o777)  # fsGroup does not apply to hostPath volumes
+        pvs.append({"apiVersion": "v1", "kind": "PersistentVolume",
+                    "metadata": {"name": f"node-pv-grading-{login}"},
+                    "spec": {"capacity": {"storage": "4Gi"}, "accessModes": ["ReadWriteOnce"],
+                             "persistentVolumeReclaimPolicy": "Retain",
+                             "hostPath": {"path": str(path), "type": "Directory"},
+                             "claimRef": {"namespace": COURSE, "name": naming.pvc_name("testenv", login)}}})
+    return pvs
+
+
 def put(login: str, folder: str, text: str) -> None:
     path = volume_of(login) / folder / "calculator.py"
     path.write_text(text)
@@ -225,7 +245,9 @@ def graded(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iter
     make_repository(git.root, "course", files)
     source = git.url_of("course")
     names = ("graded", "limits")
+    volumes = own_volumes()
     try:
+        kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": volumes}))
         kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             {**userland(login), "spec": {"user": login, "template": "testenv", "suspended": True}}
             for login in STUDENTS]}))
@@ -284,6 +306,16 @@ def graded(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 "--ignore-not-found", "--wait=true")
         kubectl("-n", COURSE, "delete", "pvc", *(naming.pvc_name("testenv", login) for login in STUDENTS),
                 "--ignore-not-found", "--wait=true")
+        # The claims were bound to the test's own volumes, which go too: no shared one is Released.
+        claims = {naming.pvc_name("testenv", login) for login in STUDENTS}
+        kubectl("delete", "pv", *(v["metadata"]["name"] for v in volumes), "--ignore-not-found",
+                "--wait=true")
+        for volume in volumes:
+            shutil.rmtree(volume["spec"]["hostPath"]["path"], ignore_errors=True)
+        released = [pv["metadata"]["name"] for pv in kubectl_json("get", "pv")["items"]
+                    if ((pv["spec"].get("claimRef") or {}).get("name") in claims
+                        and (pv["spec"].get("claimRef") or {}).get("namespace") == COURSE)]
+        assert released == [], f"shared volumes held by this test's deleted claims: {released}"
         # The Assignments' grading Pods and NetworkPolicies go with them (owner references).
         wait_until(lambda: grading_pods() == [], "every grading Pod gone", timeout=120)
         policies = kubectl_json("-n", COURSE, "get", "networkpolicies", "-l", naming.LABEL_ASSIGNMENT)
