@@ -1,7 +1,7 @@
 """One build of the control plane at a time per cache (scripts/build-control-plane.sh): a second
 build started meanwhile (`make control-plane` beside a test's fixture) unpacks the source over
-the first's and fails it half-way (most likely what failed a new machine's setup). The second now waits for the first, then finds the
-binaries built and builds nothing.
+the first's and fails it half-way (most likely what failed a new machine's setup). The second
+now waits for the first, then finds the binaries built and builds nothing.
 
 Real: the script, bash and flock. The "first build" is this test holding the lock, so no
 Kubernetes is built here.
