@@ -248,6 +248,11 @@ def graded(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> Iter
     volumes = own_volumes()
     try:
         kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": volumes}))
+        # Available: the volume controller has them, so a claim made next meets its own first (one
+        # made sooner took a shared volume while the controller had not seen these yet).
+        own = [v["metadata"]["name"] for v in volumes]
+        wait_until(lambda: all(kubectl_json("get", "pv", name).get("status", {}).get("phase") == "Available"
+                               for name in own), "the test's own volumes Available", timeout=120)
         kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             {**userland(login), "spec": {"user": login, "template": "testenv", "suspended": True}}
             for login in STUDENTS]}))
