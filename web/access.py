@@ -22,7 +22,7 @@ from aiohttp import web
 from userland.platform.clients.kube import NAMESPACES, NotFound
 from userland.platform.model import naming
 from userland.web.context import COURSE_DIRECTORY, identity_of, web_context
-from userland.web.rules.courses import Action, Course, CourseRole, course_role, may
+from userland.web.rules.courses import Action, Course, CourseRole, being_deleted, course_role, may
 
 
 class CourseDirectory(Protocol):
@@ -94,8 +94,7 @@ async def find_course(request: web.Request, namespace: str) -> Course | None:
         misses.remember(namespace, now)
         return None
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    # Not a course, or one being deleted (web/state.py lists it nowhere either).
-    if labels.get(naming.LABEL_COURSE) != "true" or (obj.get("metadata") or {}).get("deletionTimestamp"):
+    if labels.get(naming.LABEL_COURSE) != "true" or being_deleted(obj):
         misses.remember(namespace, now)
         return None
     return Course.from_namespace(obj)

@@ -38,7 +38,7 @@ from userland.platform.model import naming
 from userland.platform.model.objects import labels_of, meta
 from userland.web.notifier import EVERYTHING, Notifier
 from userland.web.rules import dashboard, slim
-from userland.web.rules.courses import Course
+from userland.web.rules.courses import Course, being_deleted
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ class ClassState:
 
     def _on_namespace(self, old: JSON | None, new: JSON | None) -> None:
         name = str(meta(new or old).get("name") or "")
-        if _deleting(new):
+        if being_deleted(new):
             new = None  # a course being deleted is gone for its pages now, not once emptied
         if new is not None and name not in self.watches:
             watch = CourseWatch(self.kube, name, self.notifier, probe_interval=self.probe_interval,
@@ -325,10 +325,10 @@ class ClassState:
     # ---- CourseDirectory ----
     def course(self, namespace: str) -> Course | None:
         obj = self.namespaces.get("", namespace)
-        return None if obj is None or _deleting(obj) else Course.from_namespace(obj)
+        return None if obj is None or being_deleted(obj) else Course.from_namespace(obj)
 
     def courses(self) -> list[Course]:
-        return sorted((Course.from_namespace(o) for o in self.namespaces.items() if not _deleting(o)),
+        return sorted((Course.from_namespace(o) for o in self.namespaces.items() if not being_deleted(o)),
                       key=lambda c: (c.title.lower(), c.namespace))
 
     def watch(self, namespace: str) -> CourseWatch | None:
@@ -355,8 +355,3 @@ async def running(kube: KubeClient, **kwargs: Any) -> Any:
     finally:
         await state.stop()
 
-
-def _deleting(namespace: JSON | None) -> bool:
-    """A course namespace being deleted: its environments and work are going, so no page lists it
-    (the namespace controller may take minutes to empty it)."""
-    return namespace is not None and bool(meta(namespace).get("deletionTimestamp"))

@@ -115,3 +115,9 @@ def grant_still_allowed(grant: Grant, course: Course | None) -> EndReason | None
     if grant.basis == "instructors" and not may_open_unasked(role, course):
         return "policy"
     return None
+
+
+def being_deleted(namespace: Mapping[str, Any] | None) -> bool:
+    """A course namespace being deleted: its environments and work are going, so no page lists it
+    or answers for it (the namespace controller may take minutes to empty it)."""
+    return namespace is not None and bool((namespace.get("metadata") or {}).get("deletionTimestamp"))
